@@ -1,0 +1,215 @@
+"""Naming rules shared by every parser: collective names, element types, NCCL kernel names.
+
+Each trace format spells the same things differently (`allreduce`, `nccl:all_reduce`,
+`c10d::allreduce_`, `ncclKernel_AllReduce_RING_LL_Sum_float`; `Float`, `Tensor(float)`, `f32`);
+these functions map them onto the data model's vocabulary so that the same collective traced in
+two formats gives the same row.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Chakra CollectiveCommType numbers (schemas/et_def.proto) onto the data model's comm_type.
+# REDUCE_SCATTER_BLOCK is a reduce-scatter with equal blocks: counted as REDUCE_SCATTER.
+CHAKRA_COMM_TYPES: dict[int, str] = {
+    0: "ALL_REDUCE",
+    1: "REDUCE",
+    2: "ALL_GATHER",
+    3: "GATHER",
+    4: "SCATTER",
+    5: "BROADCAST",
+    6: "ALL_TO_ALL",
+    7: "REDUCE_SCATTER",
+    8: "REDUCE_SCATTER",
+    9: "BARRIER",
+}
+
+# Checked in order: longer names first, so that "allgather" is not taken for "gather".
+_NAME_RULES: tuple[tuple[str, str], ...] = (
+    ("allreduce", "ALL_REDUCE"),
+    ("reducescatter", "REDUCE_SCATTER"),
+    ("allgather", "ALL_GATHER"),
+    ("alltoall", "ALL_TO_ALL"),
+    ("broadcast", "BROADCAST"),
+    ("reduce", "REDUCE"),
+    ("gather", "GATHER"),
+    ("scatter", "SCATTER"),
+    ("barrier", "BARRIER"),
+    ("send", "SEND"),
+    ("recv", "RECV"),
+)
+
+_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi:", "ucc:")
+
+
+def _squash(name: str) -> str:
+    name = name.strip().split(" ", 1)[0].lower()
+    for prefix in _PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    return name.replace("_", "").replace("-", "")
+
+
+def comm_type_of(name: str | None) -> str | None:
+    """The comm_type of a collective named as c10d, an nccl:/gloo: annotation or a c10d:: op does.
+
+    Returns None for names that are not a communication operation (`wait`, `coalesced`, ...).
+    """
+    if not name:
+        return None
+    squashed = _squash(name)
+    for stem, comm_type in _NAME_RULES:
+        if squashed.startswith(stem):
+            return comm_type
+    return None
+
+
+def is_uneven_name(name: str | None) -> bool:
+    """True for the variable-split all-to-all (`all_to_allv`, `alltoallv`)."""
+    return bool(name) and _squash(name or "").startswith("alltoallv")
+
+
+# c10 ScalarType names and their sizes in bytes.
+DTYPE_BYTES: dict[str, int] = {
+    "Byte": 1,
+    "Char": 1,
+    "Bool": 1,
+    "QInt8": 1,
+    "QUInt8": 1,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1,
+    "Short": 2,
+    "UInt16": 2,
+    "Half": 2,
+    "BFloat16": 2,
+    "Int": 4,
+    "UInt32": 4,
+    "QInt32": 4,
+    "Float": 4,
+    "ComplexHalf": 4,
+    "Long": 8,
+    "UInt64": 8,
+    "Double": 8,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+}
+
+# C++ spellings (PyTorch ET `Tensor(<type>)`, Kineto `Input type`) and NCCL kernel suffixes.
+_DTYPE_ALIASES: dict[str, str] = {
+    "float": "Float",
+    "float32": "Float",
+    "f32": "Float",
+    "double": "Double",
+    "float64": "Double",
+    "f64": "Double",
+    "c10::half": "Half",
+    "half": "Half",
+    "float16": "Half",
+    "f16": "Half",
+    "c10::bfloat16": "BFloat16",
+    "bfloat16": "BFloat16",
+    "__nv_bfloat16": "BFloat16",
+    "bf16": "BFloat16",
+    "long": "Long",
+    "long int": "Long",
+    "long long": "Long",
+    "int64_t": "Long",
+    "int64": "Long",
+    "i64": "Long",
+    "int": "Int",
+    "int32_t": "Int",
+    "int32": "Int",
+    "i32": "Int",
+    "short": "Short",
+    "short int": "Short",
+    "int16": "Short",
+    "unsigned char": "Byte",
+    "uint8_t": "Byte",
+    "uint8": "Byte",
+    "u8": "Byte",
+    "signed char": "Char",
+    "int8_t": "Char",
+    "int8": "Char",
+    "i8": "Char",
+    "bool": "Bool",
+    "uint32_t": "UInt32",
+    "u32": "UInt32",
+    "uint64_t": "UInt64",
+    "u64": "UInt64",
+    "c10::complex<float>": "ComplexFloat",
+    "c10::complex<double>": "ComplexDouble",
+    "c10::complex<c10::half>": "ComplexHalf",
+    "c10::float8_e4m3fn": "Float8_e4m3fn",
+    "c10::float8_e5m2": "Float8_e5m2",
+    "f8e4m3": "Float8_e4m3fn",
+    "f8e5m2": "Float8_e5m2",
+}
+_CANONICAL = {name.lower(): name for name in DTYPE_BYTES}
+_TENSOR_TYPE = re.compile(r"^Tensor\((.*)\)$")
+
+
+def normalize_dtype(spelling: str | None) -> str | None:
+    """c10 ScalarType name for a dtype as any format spells it; None when unknown."""
+    if not spelling:
+        return None
+    text = spelling.strip()
+    match = _TENSOR_TYPE.match(text)
+    if match:
+        text = match.group(1).strip()
+    key = text.lower()
+    if key.startswith("torch."):
+        key = key[6:]
+    return _CANONICAL.get(key) or _DTYPE_ALIASES.get(key)
+
+
+def dtype_bytes(dtype: str | None) -> int | None:
+    """Bytes per element of a normalized dtype."""
+    return DTYPE_BYTES.get(dtype) if dtype else None
+
+
+def times(elems: int | None, dtype: str | None) -> int | None:
+    """elems × element size, or None when either is unknown."""
+    size = dtype_bytes(dtype)
+    return elems * size if elems is not None and size is not None else None
+
+
+_KERNEL_COLLS: dict[str, str | None] = {
+    "AllReduce": "ALL_REDUCE",
+    "AllGather": "ALL_GATHER",
+    "AllGatherV": "ALL_GATHER",
+    "ReduceScatter": "REDUCE_SCATTER",
+    "Broadcast": "BROADCAST",
+    "Reduce": "REDUCE",
+    # SendRecv kernels run send, recv and all-to-all alike: the kernel alone cannot tell.
+    "SendRecv": None,
+    "Generic": None,
+}
+
+
+def is_nccl_kernel(name: str) -> bool:
+    return name.startswith(("ncclKernel_", "ncclDevKernel_"))
+
+
+def parse_nccl_kernel(name: str) -> tuple[str | None, str | None]:
+    """(comm_type, dtype) as far as an NCCL kernel name tells them.
+
+    The dtype is the kernel's specialisation (signed types run as unsigned, send/recv as int8),
+    so callers mark it as inferred, and never take byte counts from a kernel name.
+    """
+    if not is_nccl_kernel(name):
+        return None, None
+    parts = name.split("(", 1)[0].split("_")
+    comm_type = _KERNEL_COLLS.get(parts[1]) if len(parts) > 1 else None
+    dtype = None
+    if comm_type in ("ALL_REDUCE", "REDUCE_SCATTER", "REDUCE") and len(parts) > 2:
+        # Types can contain underscores (int8_t, __nv_bfloat16): take what follows the red-op.
+        for op in ("Sum", "Prod", "Min", "Max", "PreMulSum", "SumPostDiv"):
+            if op in parts:
+                tail = "_".join(parts[parts.index(op) + 1 :])
+                dtype = normalize_dtype(tail.split("_RING")[0].split("_TREE")[0])
+                break
+    return comm_type, dtype

@@ -1,0 +1,121 @@
+"""What every parser shares: the source it reads, the sink it writes to, the metadata it returns.
+
+Parsers know nothing of storage. `parse(source, sink)` reads one per-rank trace file, hands Arrow
+record batches of the `ops` and `collectives` tables to `sink` as it goes (so memory stays bounded
+by the batch size, not the file size), and returns a `TraceMeta`. The columns `job_id`, `rank` and
+`trace_id` are left null: the ingest layer, which knows which job and rank a file is, fills them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class TraceError(Exception):
+    """A file that cannot be read. `where` names the place: a record, a byte offset, a line."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def describe(self, display: str) -> str:
+        """The one-line reason stored in `traces.error`."""
+        place = f" at {self.where}" if self.where else ""
+        return f"{display}{place}: {self.message}"
+
+
+class Source(Protocol):
+    """One trace file's content. `open()` gives the decompressed bytes, size-bounded."""
+
+    @property
+    def display(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def open(self) -> IO[bytes]: ...
+
+    def read(self) -> bytes: ...
+
+
+class BatchSink(Protocol):
+    def write(self, table: str, batch: pa.RecordBatch) -> None: ...
+
+
+@dataclass
+class ProcessGroup:
+    pg_name: str
+    pg_desc: str | None = None
+    backend: str | None = None
+    group_size: int | None = None
+    # Global ranks in group order; an empty list means "the whole world" as PyTorch records it.
+    ranks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TraceMeta:
+    """What a parser learned about the file as a whole. Only values the content carries."""
+
+    format: str
+    schema_version: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    started_at: datetime | None = None
+    node_count: int = 0
+    process_groups: list[ProcessGroup] = field(default_factory=list)
+    label: str | None = None
+    # Group-local rank of this file in the default group, when only a collective's arguments
+    # reveal it (PyTorch ET has no rank field); used when the file name carries no rank either.
+    rank_hint: int | None = None
+
+
+class TableBuffer:
+    """Accumulates rows of one data-model table and flushes them to the sink as record batches."""
+
+    def __init__(self, table: str, sink: BatchSink, flush_rows: int = 65_536) -> None:
+        from tracekit.schema import arrow_schema
+
+        self.table = table
+        self.sink = sink
+        self.flush_rows = flush_rows
+        self.rows_written = 0
+        self._names = arrow_schema(table).names
+        self._rows: list[dict[str, Any]] = []
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= self.flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows:
+            return
+        from tracekit.schema import table_from_rows
+
+        for batch in table_from_rows(self.table, self._rows).to_batches():
+            self.sink.write(self.table, batch)
+        self.rows_written += len(self._rows)
+        self._rows = []
+
+
+class MemorySink:
+    """A sink that keeps every batch; for tests and notebooks."""
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[pa.RecordBatch]] = {}
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        self.batches.setdefault(table, []).append(batch)
+
+    def table(self, name: str) -> pa.Table:
+        import pyarrow as pa
+
+        from tracekit.schema import arrow_schema
+
+        return pa.Table.from_batches(self.batches.get(name, []), schema=arrow_schema(name))

@@ -1,0 +1,101 @@
+"""Arrow schemas of the data model, built from schemas/tables.toml (declared once, read here)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from tracekit.resources import resource_dir
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
+
+COMM_TYPES = (
+    "ALL_REDUCE",
+    "REDUCE",
+    "ALL_GATHER",
+    "GATHER",
+    "SCATTER",
+    "BROADCAST",
+    "ALL_TO_ALL",
+    "REDUCE_SCATTER",
+    "BARRIER",
+    "SEND",
+    "RECV",
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    doc: str
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@cache
+def table_specs() -> dict[str, TableSpec]:
+    """Every table of the data model, in declaration order."""
+    raw = tomllib.loads((resource_dir("schemas") / "tables.toml").read_text())
+    return {
+        name: TableSpec(
+            name=name,
+            doc=body["doc"],
+            key=tuple(body["key"]),
+            columns=tuple(Column(**c) for c in body["columns"]),
+        )
+        for name, body in raw.items()
+    }
+
+
+def arrow_type(type_name: str) -> pa.DataType:
+    import pyarrow as pa
+
+    scalar: dict[str, Any] = {
+        "string": pa.string(),
+        "bool": pa.bool_(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    if type_name.startswith("list<") and type_name.endswith(">"):
+        return pa.list_(arrow_type(type_name[5:-1]))
+    return scalar[type_name]
+
+
+@cache
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of `table` (one of TABLES)."""
+    import pyarrow as pa
+
+    spec = table_specs()[table]
+    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in spec.columns])
+
+
+def table_from_rows(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Build a table of the data model from row dicts; missing columns are null."""
+    import pyarrow as pa
+
+    schema = arrow_schema(table)
+    columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def empty_table(table: str) -> pa.Table:
+    return arrow_schema(table).empty_table()
