@@ -1,3 +1,32 @@
-"""tracekit: what distributed training sends over the wire, fleet-wide."""
+"""tracekit: what distributed training sends over the wire, fleet-wide.
+
+    import tracekit
+    tracekit.ingest(["traces/"], "my.dataset")
+    with tracekit.open("my.dataset") as ds:
+        ds.frame("collectives")
+
+Attributes are imported on first use so that `import tracekit` (and the CLI) start fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["open", "ingest", "parse_file"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "open":
+        from tracekit.api import open
+
+        return open
+    if name == "ingest":
+        from tracekit.ingest import ingest
+
+        return ingest
+    if name == "parse_file":
+        from tracekit.parse import parse_file
+
+        return parse_file
+    raise AttributeError(name)

@@ -1,0 +1,156 @@
+"""The `tracekit` command line: a thin client of the Python API (tracekit.ingest, tracekit.open).
+
+Heavy modules (duckdb, polars, pyarrow) are imported inside commands so that `tracekit --help`
+answers at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tracekit.ingest.run import IngestReport
+
+app = typer.Typer(
+    help="Fleet-wide analysis of the collectives in distributed-training traces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_INPUT_ERRORS = 1
+EXIT_DATASET_ERROR = 3
+_ERRORS_SHOWN = 10
+
+
+@app.callback()
+def _root() -> None:
+    """Fleet-wide analysis of the collectives in distributed-training traces."""
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Trace files, folders (searched recursively) and tar/tgz archives.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset folder to create or add to.")],
+    job: Annotated[str | None, typer.Option(help="Put every input in this one job.")] = None,
+    label: Annotated[str | None, typer.Option(help="Model or workload name of the job(s).")] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            help="CSV mapping files/folders/archives to jobs: columns job_id, path[, label, started_at]."
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
+) -> None:
+    """Parse traces (Chakra ET/JSON, PyTorch ET, Kineto) into DATASET as Parquet plus a DuckDB file.
+
+    Example: tracekit ingest sample_traces --out sample.dataset
+
+    Exit code 0: all inputs ingested; 1: some inputs failed (each has a `traces` row with
+    status 'error'); 3: the dataset could not be written.
+    """
+    from rich.console import Console
+
+    from tracekit.dataset import DatasetError
+    from tracekit.ingest import ingest as run_ingest
+
+    console = Console(stderr=True)
+    try:
+        with _progress(console, quiet) as advance:
+            report = run_ingest(
+                paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance
+            )
+    except (DatasetError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_DATASET_ERROR) from exc
+    if not quiet:
+        _summary(console, report)
+    else:
+        for error in report.errors:
+            console.print(f"error: {error}", highlight=False, markup=False)
+    if not report.ok:
+        raise typer.Exit(EXIT_INPUT_ERRORS)
+
+
+class _progress:
+    """A progress bar on a terminal; nothing otherwise."""
+
+    def __init__(self, console: Console, quiet: bool) -> None:
+        self.enabled = console.is_terminal and not quiet
+        self.console = console
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("ingest"),
+            BarColumn(),
+            TextColumn("{task.completed} files {task.fields[last]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task("ingest", total=None, last="")
+        return lambda parsed: self.bar.update(task, advance=1, last=parsed.name)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
+def _human_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def _summary(console: Console, report: IngestReport) -> None:
+    from rich.table import Table
+
+    totals = report.totals
+    failed = len(report.errors)
+    console.print(
+        f"[bold]{report.files_added}[/bold] files added, {report.files_skipped} already present, "
+        f"[{'red' if failed else 'green'}]{failed} failed[/] → {report.dataset}",
+        highlight=False,
+    )
+    if not totals:
+        return
+    console.print(
+        f"dataset: {totals['jobs']} jobs, {totals['ranks']} ranks, {totals['traces_ok']} traces ok, "
+        f"{totals['traces_error']} with errors",
+        highlight=False,
+    )
+    table = Table("collective", "count", "in_bytes", title=None, box=None, pad_edge=False)
+    for row in totals["collectives"]:
+        table.add_row(row["comm_type"], f"{row['count']:,}", _human_bytes(row["in_bytes"]))
+    if totals["collectives"]:
+        console.print(table)
+    for error in report.errors[:_ERRORS_SHOWN]:
+        console.print(f"[red]error:[/red] {error}", highlight=False, markup=True)
+    if failed > _ERRORS_SHOWN:
+        console.print(
+            f"... and {failed - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'"
+        )
+    console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+
+
+def main() -> None:
+    app()

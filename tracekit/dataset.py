@@ -1,0 +1,247 @@
+"""A tracekit dataset on disk: Parquet for every table plus one DuckDB file, committed atomically.
+
+Layout of DATASET/:
+    tracekit.duckdb              every table, by name (opens in the DuckDB shell)
+    traces.parquet, jobs.parquet, process_groups.parquet, runs.parquet     (rewritten per run)
+    collectives/run-<id>.parquet, ops/run-<id>.parquet                     (one file added per run)
+
+The DuckDB file holds its own copy of the data, so the dataset keeps working when the folder is
+moved or copied (views over Parquet paths would not). A run prepares a complete new DuckDB file and
+the new Parquet files in DATASET/.staging/, then replaces the DuckDB file with one rename: that is
+the commit. The Parquet files are moved into place after it; a run interrupted before the rename
+leaves the previous dataset whole, and one interrupted after it is finished by the next run
+(`recover`). The DuckDB file is written in a storage format that the DuckDB 1.5 shell reads.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.schema import TABLES, arrow_schema, table_from_rows
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+DB_NAME = "tracekit.duckdb"
+# What `pip install duckdb-cli` (1.5.x) reads; DuckDB 2.x would otherwise write a newer format.
+STORAGE_VERSION = "v1.5.0"
+APPENDED_TABLES = ("collectives", "ops")
+REWRITTEN_TABLES = ("traces", "jobs", "process_groups", "runs")
+STAGING = ".staging"
+_ORDER = {
+    "collectives": "job_id, rank, trace_id, op_id",
+    "ops": "job_id, rank, trace_id, op_id",
+    "traces": "job_id, rank, path",
+    "jobs": "job_id",
+    "process_groups": "job_id, pg_name",
+    "runs": "committed_at",
+}
+
+
+class DatasetError(Exception):
+    """The dataset folder cannot be used (not writable, locked, not a folder)."""
+
+
+@dataclass
+class RunChanges:
+    """Everything one ingest run adds or replaces."""
+
+    run_id: str
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    process_groups: list[dict[str, Any]] = field(default_factory=list)
+    collectives: list[pa.Table] = field(default_factory=list)
+    staged_ops: list[str] = field(default_factory=list)
+    run: dict[str, Any] = field(default_factory=dict)
+
+
+class Dataset:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def staging_root(self) -> Path:
+        return self.root / STAGING
+
+    def exists(self) -> bool:
+        return self.db_path.is_file()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the dataset's write lock; finish or discard an earlier interrupted run first."""
+        if self.root.exists() and not self.root.is_dir():
+            raise DatasetError(f"{self.root}: exists and is not a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = open(self.root / ".lock", "w")
+        except OSError as exc:
+            raise DatasetError(f"{self.root}: cannot write ({exc.strerror})") from exc
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise DatasetError(f"{self.root}: another ingest is writing this dataset") from exc
+            self.recover()
+            yield
+
+    def new_staging(self, run_id: str) -> Path:
+        path = self.staging_root / run_id
+        path.mkdir(parents=True)
+        return path
+
+    def recover(self) -> None:
+        """Finish the file moves of a committed run, drop the staging of uncommitted ones."""
+        if not self.staging_root.is_dir():
+            return
+        committed = self._committed_runs()
+        for staging in self.staging_root.iterdir():
+            marker = staging / "COMMIT.json"
+            if marker.is_file():
+                plan = json.loads(marker.read_text())
+                if plan["run_id"] in committed:
+                    _apply_moves(plan["moves"])
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _committed_runs(self) -> set[str]:
+        if not self.exists():
+            return set()
+        with self.connect() as con:
+            return {r[0] for r in con.execute("select run_id from runs").fetchall()}
+
+    def connect(self, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        return duckdb.connect(str(self.db_path), read_only=read_only)
+
+    def query_rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Rows of a query against the committed dataset, as dicts; none when there is no dataset."""
+        if not self.exists():
+            return []
+        with self.connect() as con:
+            cursor = con.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def known_trace_ids(self) -> frozenset[str]:
+        return frozenset(r["trace_id"] for r in self.query_rows("select trace_id from traces", []))
+
+    def commit(self, changes: RunChanges, staging: Path) -> None:
+        """Write the run into a new DuckDB file and Parquet files, then swap them in."""
+        new_db = staging / DB_NAME
+        if self.exists():
+            shutil.copyfile(self.db_path, new_db)
+        out = staging / "out"
+        moves = self._build(changes, new_db, out)
+        marker = staging / "COMMIT.json"
+        marker.write_text(json.dumps({"run_id": changes.run_id, "moves": moves}))
+        _fsync(marker)
+        _fsync(new_db)
+        os.replace(new_db, self.db_path)  # the commit point
+        _fsync_dir(self.root)
+        _apply_moves(moves)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _build(self, changes: RunChanges, new_db: Path, out: Path) -> list[tuple[str, str]]:
+        import duckdb
+
+        con = duckdb.connect()
+        fresh = not new_db.exists()
+        option = f" (STORAGE_VERSION '{STORAGE_VERSION}')" if fresh else ""
+        con.execute(f"ATTACH '{_sql_path(new_db)}' AS d{option}")
+        for table in TABLES:
+            con.register("empty_table", arrow_schema(table).empty_table())
+            con.execute(f"CREATE TABLE IF NOT EXISTS d.{table} AS SELECT * FROM empty_table")
+            con.unregister("empty_table")
+        touched = sorted({j["job_id"] for j in changes.jobs})
+        con.register("new_traces", table_from_rows("traces", changes.traces))
+        con.execute("CREATE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS job_id", [touched])
+        # Rows that describe a whole job are recomputed for every job the run touched.
+        con.execute("DELETE FROM d.traces WHERE path IS NULL AND job_id IN (SELECT job_id FROM touched)")
+        for table in ("jobs", "process_groups"):
+            con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
+        con.execute("INSERT INTO d.traces BY NAME SELECT * FROM new_traces")
+        self._insert_rows(con, "jobs", changes.jobs)
+        self._insert_rows(con, "process_groups", changes.process_groups)
+        self._insert_rows(con, "runs", [changes.run])
+        if changes.staged_ops:
+            con.execute(
+                "INSERT INTO d.ops BY NAME SELECT s.* REPLACE (t.job_id AS job_id, t.rank AS rank) "
+                "FROM read_parquet(?) s JOIN new_traces t USING (trace_id)",
+                [changes.staged_ops],
+            )
+        for index, collectives in enumerate(changes.collectives):
+            con.register(f"collectives_{index}", collectives)
+            con.execute(f"INSERT INTO d.collectives BY NAME SELECT * FROM collectives_{index}")
+        moves = self._export(con, changes.run_id, out)
+        con.execute("CHECKPOINT d")
+        con.execute("DETACH d")
+        con.close()
+        return moves
+
+    @staticmethod
+    def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            con.register(f"new_{table}", table_from_rows(table, rows))
+            con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM new_{table}")
+
+    def _export(self, con: duckdb.DuckDBPyConnection, run_id: str, out: Path) -> list[tuple[str, str]]:
+        moves: list[tuple[str, str]] = []
+        for table in APPENDED_TABLES:
+            query = (
+                f"SELECT * FROM d.{table} WHERE trace_id IN (SELECT trace_id FROM new_traces) "
+                f"ORDER BY {_ORDER[table]}"
+            )
+            if con.execute(f"SELECT count(*) FROM ({query})").fetchone()[0] == 0:  # type: ignore[index]
+                continue
+            target = out / table / f"run-{run_id}.parquet"
+            moves.append(self._copy(con, query, target, self.root / table / target.name))
+        for table in REWRITTEN_TABLES:
+            query = f"SELECT * FROM d.{table} ORDER BY {_ORDER[table]}"
+            target = out / f"{table}.parquet"
+            moves.append(self._copy(con, query, target, self.root / target.name))
+        return moves
+
+    @staticmethod
+    def _copy(con: duckdb.DuckDBPyConnection, query: str, target: Path, final: Path) -> tuple[str, str]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        con.execute(f"COPY ({query}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)")
+        return (str(target), str(final))
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _apply_moves(moves: list[tuple[str, str]]) -> None:
+    for src, dst in moves:
+        if os.path.exists(src):
+            Path(dst).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        _fsync(path)
+    except OSError:
+        pass

@@ -1,0 +1,316 @@
+"""Job-level finishing: what no single file can decide on its own.
+
+Per job: which rank each file is, the job's world size and process groups, group sizes that only
+the process group records, ranks that have no trace at all, and the linking of a rank's host
+trace (PyTorch ET) with its device trace (Kineto) so each collective is counted once, with sizes
+from whichever carries them and timing from the profiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tracekit.ingest.discover import JobInfo
+from tracekit.ingest.worker import ParsedFile, make_trace_id, rank_from_name
+from tracekit.parsers.base import ProcessGroup
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+# Columns a linked row takes from the device trace even when the host trace has them.
+_TIMING = ("start_us", "duration_us")
+
+
+@dataclass
+class JobResult:
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    process_groups: list[dict[str, Any]] = field(default_factory=list)
+    job: dict[str, Any] = field(default_factory=dict)
+    collectives: pa.Table | None = None
+
+
+def decide_rank(parsed: ParsedFile) -> tuple[int | None, str | None]:
+    meta = parsed.meta
+    if meta is not None and meta.rank is not None:
+        return meta.rank, "content"
+    from_name = rank_from_name(parsed.name)
+    if from_name is not None:
+        return from_name, "file_name"
+    if meta is not None and meta.rank_hint is not None:
+        return meta.rank_hint, "collective_args"
+    return None, None
+
+
+def trace_row(parsed: ParsedFile, run_id: str) -> dict[str, Any]:
+    rank, rank_source = decide_rank(parsed) if parsed.error is None else (rank_from_name(parsed.name), None)
+    if rank is not None and rank_source is None:
+        rank_source = "file_name"
+    meta = parsed.meta
+    return {
+        "trace_id": parsed.trace_id,
+        "job_id": parsed.job_id,
+        "rank": rank,
+        "path": parsed.display,
+        "format": parsed.format,
+        "schema_version": meta.schema_version if meta else None,
+        "size_bytes": parsed.size_bytes,
+        "sha256": parsed.sha256 or None,
+        "node_count": meta.node_count if meta else None,
+        "status": "error" if parsed.error else "ok",
+        "error": parsed.error,
+        "rank_source": rank_source,
+        "world_size": meta.world_size if meta else None,
+        "started_at": meta.started_at if meta else None,
+        "run_id": run_id,
+    }
+
+
+def _merge_groups(groups: list[ProcessGroup], existing: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One entry per pg_name, keeping the most informative record of each."""
+    merged: dict[str, dict[str, Any]] = {}
+
+    def score(g: dict[str, Any]) -> tuple[int, int, int]:
+        return (len(g.get("ranks") or []), g.get("group_size") is not None, g.get("pg_desc") is not None)
+
+    candidates = [dict(g) for g in existing] + [
+        {
+            "pg_name": g.pg_name,
+            "pg_desc": g.pg_desc,
+            "backend": g.backend,
+            "group_size": g.group_size,
+            "ranks": list(g.ranks),
+            "inferred": [],
+        }
+        for g in groups
+    ]
+    for group in candidates:
+        current = merged.get(group["pg_name"])
+        if current is None or score(group) > score(current):
+            merged[group["pg_name"]] = group
+    return merged
+
+
+def finish_job(
+    info: JobInfo,
+    parsed: list[ParsedFile],
+    existing_traces: list[dict[str, Any]],
+    existing_groups: list[dict[str, Any]],
+    run_id: str,
+) -> JobResult:
+    """Everything the job's new files add to the dataset, in data-model rows."""
+    result = JobResult()
+    new_rows = [trace_row(p, run_id) for p in parsed]
+    all_rows = [r for r in existing_traces if r.get("path") is not None] + new_rows
+    ok_rows = [r for r in all_rows if r["status"] == "ok"]
+    ranks_seen = {r["rank"] for r in ok_rows if r["rank"] is not None}
+
+    metas = [p.meta for p in parsed if p.meta is not None]
+    inferred_job: list[str] = []
+    world_sizes = [r["world_size"] for r in ok_rows if r.get("world_size")]
+    groups = _merge_groups([g for m in metas for g in m.process_groups], existing_groups)
+    world_size: int | None = max(world_sizes) if world_sizes else None
+    if world_size is None and ranks_seen:
+        world_size = max(len(ranks_seen), max(ranks_seen) + 1)
+        inferred_job.append("world_size")
+    _complete_groups(groups, world_size)
+
+    result.traces = new_rows + _missing_ranks(info.job_id, world_size, ranks_seen, run_id)
+    result.process_groups = [{"job_id": info.job_id, **g} for g in groups.values()]
+    starts = [r["started_at"] for r in all_rows if r.get("started_at") is not None]
+    labels = [m.label for m in metas if m.label]
+    started_at: datetime | None = info.started_at or (min(starts) if starts else None)
+    result.job = {
+        "job_id": info.job_id,
+        "world_size": world_size,
+        "started_at": started_at,
+        "label": info.label or (labels[0] if labels else None),
+        "source": info.source,
+        "trace_count": len(all_rows),
+        "ranks_seen": len(ranks_seen),
+        "inferred": inferred_job,
+    }
+    result.collectives = _job_collectives(info.job_id, parsed, new_rows, groups, world_size)
+    return result
+
+
+def _complete_groups(groups: dict[str, dict[str, Any]], world_size: int | None) -> None:
+    for group in groups.values():
+        inferred = list(group.get("inferred") or [])
+        if not group.get("ranks") and world_size is not None:
+            # PyTorch records the whole-world group with an empty rank list.
+            if group.get("group_size") in (None, world_size):
+                group["ranks"] = list(range(world_size))
+                inferred.append("ranks")
+        if group.get("group_size") is None and group.get("ranks"):
+            group["group_size"] = len(group["ranks"])
+            inferred.append("group_size")
+        group["inferred"] = sorted(set(inferred))
+
+
+def _missing_ranks(job_id: str, world_size: int | None, seen: set[int], run_id: str) -> list[dict[str, Any]]:
+    if world_size is None:
+        return []
+    return [
+        {
+            "trace_id": make_trace_id(job_id, f"missing-rank-{rank}", ""),
+            "job_id": job_id,
+            "rank": rank,
+            "status": "error",
+            "error": f"job {job_id}: rank {rank} of {world_size} has no trace file",
+            "run_id": run_id,
+        }
+        for rank in range(world_size)
+        if rank not in seen
+    ]
+
+
+def _job_collectives(
+    job_id: str,
+    parsed: list[ParsedFile],
+    rows: list[dict[str, Any]],
+    groups: dict[str, dict[str, Any]],
+    world_size: int | None,
+) -> pa.Table | None:
+    import polars as pl
+
+    from tracekit.schema import arrow_schema
+
+    frames = []
+    formats: dict[str, str | None] = {}
+    for p, row in zip(parsed, rows, strict=True):
+        path = p.staged.get("collectives")
+        if not path or row["status"] != "ok":
+            continue
+        formats[p.trace_id] = p.format
+        frame = pl.read_parquet(path).with_columns(
+            pl.lit(job_id).alias("job_id"), pl.lit(row["rank"], pl.Int32).alias("rank")
+        )
+        frames.append(_fill_group_size(frame, groups, world_size if p.format == "chakra_et" else None))
+    if not frames:
+        return None
+    merged = link_host_and_device(pl.concat(frames, how="vertical"), formats)
+    return merged.to_arrow().cast(arrow_schema("collectives"))
+
+
+def _fill_group_size(
+    frame: pl.DataFrame, groups: dict[str, dict[str, Any]], whole_world: int | None
+) -> pl.DataFrame:
+    """Group sizes the process group (or, for Chakra files, the world) records and the op does not."""
+    import polars as pl
+
+    sizes = {name: g["group_size"] for name, g in groups.items() if g.get("group_size") is not None}
+    from_group = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int32)
+    if whole_world is not None:
+        # ASTRA-sim's reading of a Chakra collective with no process group: all ranks take part.
+        from_group = (
+            pl.when(pl.col("pg_name").is_null()).then(pl.lit(whole_world, pl.Int32)).otherwise(from_group)
+        )
+    fill = pl.col("group_size").is_null() & from_group.is_not_null()
+    return frame.with_columns(
+        pl.when(fill).then(from_group).otherwise(pl.col("group_size")).alias("group_size"),
+        pl.when(fill)
+        .then(pl.col("inferred").list.concat(pl.lit(["group_size"])))
+        .otherwise(pl.col("inferred"))
+        .alias("inferred"),
+    )
+
+
+def link_host_and_device(frame: pl.DataFrame, formats: dict[str, str | None]) -> pl.DataFrame:
+    """Merge each rank's PyTorch ET rows with its Kineto rows for the same collectives.
+
+    Pairs are made by record-function id where both traces carry it, then in order within each
+    comm_type. A pair becomes one row: the host row's values, gaps filled from the device row,
+    timing from the device row. Rows without a partner stay as they are.
+    """
+    import polars as pl
+
+    host_ids = [t for t, f in formats.items() if f == "pytorch_et"]
+    device_ids = [t for t, f in formats.items() if f == "kineto"]
+    if not host_ids or not device_ids:
+        return frame
+    trace_rank = frame.select("trace_id", "rank").unique()
+    ranks_host = trace_rank.filter(pl.col("trace_id").is_in(host_ids))
+    ranks_device = trace_rank.filter(pl.col("trace_id").is_in(device_ids))
+    pairs = ranks_host.join(ranks_device, on="rank", suffix="_device").filter(pl.col("rank").is_not_null())
+    if pairs.is_empty():
+        return frame
+    merged_rows: list[pl.DataFrame] = []
+    consumed: set[str] = set()
+    for host_id, device_id in pairs.select("trace_id", "trace_id_device").unique("trace_id").iter_rows():
+        if device_id in consumed:
+            continue
+        consumed.update((host_id, device_id))
+        host = frame.filter(pl.col("trace_id") == host_id)
+        device = frame.filter(pl.col("trace_id") == device_id)
+        merged_rows.append(_link_pair(host, device))
+    rest = frame.filter(~pl.col("trace_id").is_in(list(consumed)))
+    return pl.concat([rest, *merged_rows], how="vertical")
+
+
+def _pair_indices(host: pl.DataFrame, device: pl.DataFrame) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    used_h: set[int] = set()
+    used_d: set[int] = set()
+    device_by_rf = {rf: i for i, rf in enumerate(device["rf_id"].to_list()) if rf is not None}
+    for i, rf in enumerate(host["rf_id"].to_list()):
+        j = device_by_rf.get(rf) if rf is not None else None
+        if j is not None and j not in used_d and host["comm_type"][i] == device["comm_type"][j]:
+            pairs.append((i, j))
+            used_h.add(i)
+            used_d.add(j)
+    host_order = _order(host, used_h)
+    device_order = _order(device, used_d)
+    for comm_type, h_list in host_order.items():
+        pairs.extend(zip(h_list, device_order.get(comm_type, []), strict=False))
+    return pairs
+
+
+def _order(frame: pl.DataFrame, used: set[int]) -> dict[str, list[int]]:
+    """Unpaired row indices per comm_type, in issue order (seq, then start time, then op id)."""
+    by_type: dict[str, list[tuple[Any, int]]] = {}
+    seqs, starts, ops, types = (frame[c].to_list() for c in ("seq", "start_us", "op_id", "comm_type"))
+    for i, comm_type in enumerate(types):
+        if i in used:
+            continue
+        key = (
+            starts[i] if starts[i] is not None else float("inf"),
+            ops[i],
+            seqs[i] if seqs[i] is not None else -1,
+        )
+        by_type.setdefault(comm_type, []).append((key, i))
+    return {t: [i for _, i in sorted(v, key=lambda kv: kv[0])] for t, v in by_type.items()}
+
+
+def _link_pair(host: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
+    import polars as pl
+
+    pairs = _pair_indices(host, device)
+    if not pairs:
+        return pl.concat([host, device], how="vertical")
+    hosts = host.to_dicts()
+    devices = device.to_dicts()
+    paired_d = {j for _, j in pairs}
+    paired_h = {i for i, _ in pairs}
+    out = [_merge_row(hosts[i], devices[j]) for i, j in pairs]
+    out += [hosts[i] for i in range(len(hosts)) if i not in paired_h]
+    out += [devices[j] for j in range(len(devices)) if j not in paired_d]
+    return pl.DataFrame(out, schema=host.schema)
+
+
+def _merge_row(host: dict[str, Any], device: dict[str, Any]) -> dict[str, Any]:
+    row = dict(host)
+    inferred = set(host.get("inferred") or [])
+    for column, value in device.items():
+        if column in _TIMING:
+            row[column] = value
+        elif row.get(column) is None and value is not None:
+            row[column] = value
+            if column in (device.get("inferred") or []):
+                inferred.add(column)
+    row["source"] = "linked"
+    row["linked_trace_id"] = device["trace_id"]
+    row["inferred"] = sorted(inferred)
+    return row

@@ -1,0 +1,228 @@
+"""The ingest pipeline: discover → parse in a process pool → finish each job → commit.
+
+files → parsers → Arrow batches → staged Parquet → job finishing → dataset (Parquet + DuckDB).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tracekit import __version__
+from tracekit.dataset import Dataset, RunChanges
+from tracekit.ingest.discover import InputFile, JobInfo, discover
+from tracekit.ingest.jobs import finish_job
+from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_task
+
+# Below this many files the pool's start-up costs more than it saves.
+_POOL_THRESHOLD = 4
+
+ProgressCallback = Callable[[ParsedFile], None]
+
+
+@dataclass
+class IngestReport:
+    """What a run did, and what the dataset holds after it."""
+
+    dataset: Path
+    run_id: str
+    files_seen: int = 0
+    files_added: int = 0
+    files_skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    jobs_touched: int = 0
+    totals: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def ingest(
+    paths: list[str | Path],
+    out: str | Path,
+    *,
+    job: str | None = None,
+    label: str | None = None,
+    manifest: str | Path | None = None,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> IngestReport:
+    """Ingest trace files, folders and tar/tgz archives into the dataset at `out`.
+
+    Files already in the dataset (same job, name and content) are skipped. Files that fail get a
+    `traces` row with status 'error'; the rest is ingested, and `report.ok` is False.
+    """
+    dataset = Dataset(Path(out))
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    report = IngestReport(dataset.root, run_id)
+    started = datetime.now(UTC)
+    with dataset.writing():
+        staging = dataset.new_staging(run_id)
+        known = dataset.known_trace_ids()
+        inputs = discover(
+            [Path(p) for p in paths], job=job, label=label, manifest=Path(manifest) if manifest else None
+        )
+        by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = {}
+        for parsed, info in _parse_all(inputs, staging, known, workers):
+            report.files_seen += 1
+            if progress:
+                progress(parsed)
+            if parsed.skipped:
+                report.files_skipped += 1
+                continue
+            by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
+        changes = _finish(dataset, by_job, run_id)
+        report.files_added = sum(len(files) for _, files in by_job.values())
+        report.errors = [t["error"] for t in changes.traces if t["status"] == "error"]
+        report.jobs_touched = len(by_job)
+        if by_job:
+            changes.run = {
+                "run_id": run_id,
+                "started_at": started,
+                "committed_at": datetime.now(UTC),
+                "files_seen": report.files_seen,
+                "files_added": report.files_added,
+                "files_failed": len([t for t in changes.traces if t["status"] == "error" and t.get("path")]),
+                "tracekit_version": __version__,
+            }
+            for row in changes.traces:
+                row["ingested_at"] = changes.run["committed_at"]
+            dataset.commit(changes, staging)
+        else:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+    report.totals = dataset_totals(dataset)
+    return report
+
+
+def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], run_id: str) -> RunChanges:
+    changes = RunChanges(run_id)
+    for job_id, (info, parsed) in sorted(by_job.items()):
+        existing = dataset.query_rows("select * from traces where job_id = ?", [job_id])
+        groups = dataset.query_rows(
+            "select * exclude (job_id) from process_groups where job_id = ?", [job_id]
+        )
+        result = finish_job(info, parsed, existing, groups, run_id)
+        changes.traces.extend(result.traces)
+        changes.jobs.append(result.job)
+        changes.process_groups.extend(result.process_groups)
+        if result.collectives is not None:
+            changes.collectives.append(result.collectives)
+        changes.staged_ops.extend(p.staged["ops"] for p in parsed if "ops" in p.staged)
+    return changes
+
+
+def _task(item: InputFile, staging: Path, known: frozenset[str]) -> Task:
+    return Task(
+        job_id=item.job.job_id,
+        display=item.display,
+        name=item.name,
+        path=str(item.path) if item.path is not None else None,
+        data=item.data,
+        staging=str(staging),
+        known=known,
+    )
+
+
+def _refused(item: InputFile) -> ParsedFile:
+    """A file refused before parsing (unsafe archive member, corrupt archive)."""
+    return ParsedFile(
+        item.job.job_id,
+        item.display,
+        item.name,
+        make_trace_id(item.job.job_id, item.display, ""),
+        "",
+        0,
+        error=item.error,
+    )
+
+
+def _parse_all(
+    inputs: Iterator[InputFile], staging: Path, known: frozenset[str], workers: int | None
+) -> Iterator[tuple[ParsedFile, JobInfo]]:
+    """Parse every input, in a process pool when there are enough of them; yield as they finish."""
+    head = list(islice(inputs, _POOL_THRESHOLD))
+    rest = inputs
+    workers = workers or min(4, os.cpu_count() or 1)
+    all_inputs = _chain(head, rest)
+    if len(head) < _POOL_THRESHOLD or workers <= 1:
+        for item in all_inputs:
+            yield _parse_one(item, staging, known), item.job
+        return
+    with _pool(workers) as pool:
+        pending: dict[Future[ParsedFile], JobInfo] = {}
+        for item in all_inputs:
+            if item.error:
+                yield _refused(item), item.job
+                continue
+            if len(pending) >= 4 * workers:
+                yield from _drain(pending, FIRST_COMPLETED)
+            pending[pool.submit(parse_task, _task(item, staging, known))] = item.job
+        yield from _drain(pending, None)
+
+
+def _parse_one(item: InputFile, staging: Path, known: frozenset[str]) -> ParsedFile:
+    if item.error:
+        refused = _refused(item)
+        refused.skipped = refused.trace_id in known
+        return refused
+    return parse_task(_task(item, staging, known))
+
+
+def _drain(
+    pending: dict[Future[ParsedFile], JobInfo], until: str | None
+) -> Iterator[tuple[ParsedFile, JobInfo]]:
+    done, _ = wait(list(pending), return_when=until or "ALL_COMPLETED")
+    for future in done:
+        yield future.result(), pending.pop(future)
+
+
+def _chain(head: list[InputFile], rest: Iterator[InputFile]) -> Iterator[InputFile]:
+    yield from head
+    yield from rest
+
+
+@contextmanager
+def _pool(workers: int) -> Iterator[Executor]:
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("forkserver"))
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def dataset_totals(dataset: Dataset) -> dict[str, Any]:
+    """Headline numbers of the whole dataset, for the summary screen."""
+    if not dataset.exists():
+        return {}
+    with dataset.connect() as con:
+        one = con.execute(
+            "select (select count(*) from jobs), (select count(*) from (select distinct job_id, rank "
+            "from traces where status = 'ok')), (select count(*) from traces where status = 'ok'), "
+            "(select count(*) from traces where status = 'error')"
+        ).fetchone()
+        by_type = con.execute(
+            "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc"
+        ).fetchall()
+    assert one is not None
+    return {
+        "jobs": one[0],
+        "ranks": one[1],
+        "traces_ok": one[2],
+        "traces_error": one[3],
+        "collectives": [{"comm_type": t, "count": n, "in_bytes": b} for t, n, b in by_type],
+    }

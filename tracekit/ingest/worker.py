@@ -1,0 +1,175 @@
+"""Parse one trace file into staged Parquet: the unit of work that runs in the process pool.
+
+A worker returns only small metadata (a `ParsedFile`), never tables: the `ops` and `collectives`
+batches go straight to Parquet files in the run's staging folder, so memory is bounded by one
+file's batches whatever the fleet's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracekit.parsers import detect_format, parser_for
+from tracekit.parsers.base import TraceError, TraceMeta
+from tracekit.sources import BytesSource, FileSource
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+_SNIFF = 1 << 16
+_RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
+# Larger trailing numbers are pids or timestamps, not ranks.
+_MAX_RANK_IN_NAME = 1 << 20
+_TRAILING_NUMBER = re.compile(r"[._-](\d+)$")
+_STRIP_SUFFIXES = (".gz", ".json", ".et", ".pb", ".trace", ".pt")
+
+
+@dataclass
+class Task:
+    job_id: str
+    display: str
+    name: str
+    path: str | None
+    data: bytes | None
+    staging: str
+    known: frozenset[str] = frozenset()
+
+
+@dataclass
+class ParsedFile:
+    job_id: str
+    display: str
+    name: str
+    trace_id: str
+    sha256: str
+    size_bytes: int
+    skipped: bool = False
+    format: str | None = None
+    meta: TraceMeta | None = None
+    error: str | None = None
+    staged: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank a file name carries: `rank-3`, `rank_3`, `<prefix>.3.et`, `dlrm_eg_3.json`."""
+    match = _RANK_WORD.search(name)
+    if match:
+        return int(match.group(1))
+    stem = name
+    changed = True
+    while changed:
+        changed = False
+        for suffix in _STRIP_SUFFIXES:
+            if stem.endswith(suffix):
+                stem, changed = stem[: -len(suffix)], True
+    match = _TRAILING_NUMBER.search(stem)
+    rank = int(match.group(1)) if match else None
+    return rank if rank is not None and rank < _MAX_RANK_IN_NAME else None
+
+
+def make_trace_id(job_id: str, name: str, sha256: str) -> str:
+    """Stable id: the same content under the same name in the same job is the same trace."""
+    return hashlib.sha256(f"{job_id}\0{name}\0{sha256}".encode()).hexdigest()[:20]
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class ParquetSink:
+    """Writes each table's batches to one staged Parquet file, stamping the trace id."""
+
+    def __init__(self, staging: Path, trace_id: str) -> None:
+        self.staging = staging
+        self.trace_id = trace_id
+        self.writers: dict[str, pq.ParquetWriter] = {}
+        self.paths: dict[str, str] = {}
+        self.rows: dict[str, int] = {}
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        index = batch.schema.get_field_index("trace_id")
+        batch = batch.set_column(index, "trace_id", pa.array([self.trace_id] * batch.num_rows, pa.string()))
+        if table not in self.writers:
+            path = self.staging / table / f"{self.trace_id}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.writers[table] = pq.ParquetWriter(path, batch.schema, compression="zstd")
+            self.paths[table] = str(path)
+        self.writers[table].write_batch(batch)
+        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+    def discard(self) -> None:
+        self.close()
+        for path in self.paths.values():
+            Path(path).unlink(missing_ok=True)
+        self.paths.clear()
+        self.rows.clear()
+
+
+def parse_task(task: Task) -> ParsedFile:
+    """Hash, skip if known, sniff the format, parse to staged Parquet. Never raises for bad input."""
+    if task.data is not None:
+        sha, size = hashlib.sha256(task.data).hexdigest(), len(task.data)
+        source: FileSource | BytesSource = BytesSource(task.data, task.display, task.name)
+    else:
+        assert task.path is not None
+        try:
+            sha, size = _hash_file(Path(task.path))
+        except OSError as exc:
+            return ParsedFile(
+                task.job_id,
+                task.display,
+                task.name,
+                make_trace_id(task.job_id, task.name, ""),
+                "",
+                0,
+                error=f"{task.display}: cannot read ({exc.strerror})",
+            )
+        source = FileSource(Path(task.path), task.display)
+    result = ParsedFile(
+        task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size
+    )
+    if result.trace_id in task.known:
+        result.skipped = True
+        return result
+    sink = ParquetSink(Path(task.staging), result.trace_id)
+    try:
+        with source.open() as stream:
+            head = stream.read(_SNIFF)
+        result.format = detect_format(head, task.name)
+        result.meta = parser_for(result.format).parse(source, sink)
+        sink.close()
+        result.staged, result.rows = dict(sink.paths), dict(sink.rows)
+    except TraceError as exc:
+        sink.discard()
+        result.error = exc.describe(task.display)
+    except MemoryError:
+        sink.discard()
+        result.error = f"{task.display}: out of memory while parsing"
+    except Exception as exc:  # a parser bug must not lose the rest of the batch
+        sink.discard()
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        result.error = (
+            f"{task.display}: internal error in the {result.format or 'format'} parser "
+            f"({type(exc).__name__}: {exc}; {Path(last.filename).name}:{last.lineno}); please report"
+        )
+    return result
