@@ -55,23 +55,26 @@ def detect_format(head: bytes, name: str) -> str:
 
 
 def _looks_like_et(head: bytes) -> bool:
-    """A varint length, then a message whose first tag is a known Node/GlobalMetadata field."""
-    length, pos = 0, 0
-    for shift in range(0, 35, 7):
-        if pos >= len(head):
-            return False
-        byte = head[pos]
-        pos += 1
-        length |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-    else:
-        return False
-    if length == 0:
-        return len(head) == pos or _looks_like_et(head[pos:])
-    if pos >= len(head):
-        return False
-    tag = head[pos]
-    field, wire = tag >> 3, tag & 7
-    # GlobalMetadata: 1 version (len), 2 attr (len); Node: 1 id (varint) ... 10 attr (len).
-    return 1 <= field <= 10 and wire in (0, 2)
+    """A varint length, then a message whose first tag is a known Node/GlobalMetadata field.
+
+    Zero-length records (all-default messages) are valid and skipped.
+    """
+    pos = 0
+    while pos < len(head):
+        length, shift = 0, 0
+        while True:
+            if pos >= len(head) or shift > 63:
+                return False
+            byte = head[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if length:
+            if pos >= len(head):
+                return False
+            field, wire = head[pos] >> 3, head[pos] & 7
+            # GlobalMetadata: 1 version (len), 2 attr (len); Node: 1 id (varint) ... 10 attr (len).
+            return 1 <= field <= 10 and wire in (0, 2)
+    return True

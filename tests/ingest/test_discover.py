@@ -1,0 +1,108 @@
+"""Which files ingest finds, and the job each one lands in."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tracekit.ingest.discover import discover, read_manifest
+from tracekit.ingest.worker import rank_from_name
+
+
+def _touch(path: Path, data: bytes = b"x") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_each_folder_is_a_job_named_by_its_path_below_the_root(tmp_path: Path) -> None:
+    _touch(tmp_path / "fleet" / "a" / "w.0.et")
+    _touch(tmp_path / "fleet" / "a" / "w.1.et")
+    _touch(tmp_path / "fleet" / "b" / "deep" / "w.0.et")
+    _touch(tmp_path / "fleet" / "top.0.et")
+    _touch(tmp_path / "fleet" / "README.md")  # not a trace name: skipped when walking folders
+    jobs = sorted((f.job.job_id, f.name) for f in discover([tmp_path / "fleet"]))
+    assert jobs == [("a", "w.0.et"), ("a", "w.1.et"), ("b/deep", "w.0.et"), ("fleet", "top.0.et")]
+
+
+def test_job_option_puts_everything_in_one_job(tmp_path: Path) -> None:
+    _touch(tmp_path / "a" / "x.0.et")
+    _touch(tmp_path / "b" / "x.1.et")
+    assert {f.job.job_id for f in discover([tmp_path], job="one", label="llama")} == {"one"}
+    assert {f.job.label for f in discover([tmp_path], job="one", label="llama")} == {"llama"}
+
+
+def _tar(path: Path, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_archive_is_one_job_read_in_memory(tmp_path: Path) -> None:
+    _tar(tmp_path / "run7.tgz", {"run7/t.0.et": b"a", "run7/t.1.et": b"b", "run7/notes.txt": b"n"})
+    found = list(discover([tmp_path]))
+    assert [(f.job.job_id, f.name, f.data, f.path) for f in found] == [
+        ("run7", "t.0.et", b"a", None),
+        ("run7", "t.1.et", b"b", None),
+    ]
+    assert found[0].display.endswith("run7.tgz!run7/t.0.et")
+
+
+def test_unsafe_archive_members_are_refused_and_never_written(tmp_path: Path) -> None:
+    _tar(tmp_path / "evil.tar", {"../escape.0.et": b"a", "/abs/x.1.et": b"b", "ok/t.2.et": b"c"}, mode="w")
+    before = set(tmp_path.parent.rglob("*"))
+    found = {f.name: f for f in discover([tmp_path / "evil.tar"])}
+    assert "absolute or '..' path" in (found["escape.0.et"].error or "")
+    assert "absolute or '..' path" in (found["x.1.et"].error or "")
+    assert found["t.2.et"].error is None and found["t.2.et"].data == b"c"
+    assert set(tmp_path.parent.rglob("*")) == before
+
+
+def test_truncated_archive_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    whole = _tar(tmp_path / "w.tgz", {"w/t.0.et": b"a" * 100_000}).read_bytes()
+    (tmp_path / "cut.tgz").write_bytes(whole[: len(whole) // 2])
+    errors = [f.error for f in discover([tmp_path / "cut.tgz"]) if f.error]
+    assert errors and "cut.tgz" in errors[0]
+
+
+def test_manifest_maps_files_and_folders_to_jobs(tmp_path: Path) -> None:
+    _touch(tmp_path / "f" / "j1" / "r.0.et")
+    _touch(tmp_path / "f" / "j1" / "r.1.et")
+    _touch(tmp_path / "f" / "loose.0.et")
+    (tmp_path / "f" / "tracekit_manifest.csv").write_text(
+        "job_id,path,label,started_at\njobA,j1,llama3-8b,2024-03-01T10:00:00\njobB,loose.0.et,,\n"
+    )
+    found = {f.name: f.job for f in discover([tmp_path / "f"])}
+    assert found["r.0.et"].job_id == "jobA" and found["r.0.et"].label == "llama3-8b"
+    assert found["r.0.et"].started_at is not None and found["r.0.et"].started_at.year == 2024
+    assert found["loose.0.et"].job_id == "jobB"
+
+
+def test_manifest_errors_name_the_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "m.csv"
+    bad.write_text("job_id,path,started_at\nj,x.et,yesterday\n")
+    with pytest.raises(ValueError, match=r"m.csv line 2.*yesterday"):
+        read_manifest(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("all_reduce.3.et", 3),
+        ("workload.12.et.gz", 12),
+        ("dlrm_eg_5.json", 5),
+        ("rank-2.Apr_03_18_51_38.1102.pt.trace.json.gz", 2),
+        ("kineto_rank7.json.gz", 7),
+        ("worker4_step_12.1694128201547.pt.trace.json", 4),
+        ("resnet_2gpu_et.json.gz", None),
+        ("trace.1694128201547.json", None),
+    ],
+)
+def test_rank_from_file_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank

@@ -1,0 +1,142 @@
+"""`tracekit.ingest` end to end: datasets written, re-ingested, added to, and bad input survived."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tests.builders import et_bytes, write_et_job
+from tracekit.ingest import ingest
+
+
+def _counts(dataset: Path) -> dict[str, int]:
+    with tracekit.open(dataset) as ds:
+        return {
+            t: ds.sql(f"select count(*) from {t}").fetchall()[0][0] for t in ("traces", "collectives", "ops")
+        }
+
+
+def test_ingest_writes_every_table_and_parquet(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.ok and report.files_added == 4
+    with tracekit.open(tmp_path / "ds") as ds:
+        rows = ds.sql(
+            "select rank, comm_type, in_bytes, group_size, inferred from collectives order by rank, op_id"
+        ).fetchall()
+        assert rows[:2] == [
+            (0, "ALL_REDUCE", 1 << 20, 4, ["group_size"]),
+            (0, "ALL_GATHER", 4096, 4, ["group_size"]),
+        ]
+        assert {r[0] for r in rows} == {0, 1, 2, 3}
+        job = ds.frame("jobs").to_dicts()[0]
+        assert (job["job_id"], job["world_size"], job["ranks_seen"], job["inferred"]) == (
+            "jobA",
+            4,
+            4,
+            ["world_size"],
+        )
+        assert ds.sql("select count(*) from ops").fetchall() == [(16,)]
+    import polars as pl
+
+    parquet = pl.read_parquet(tmp_path / "ds" / "collectives" / "*.parquet")
+    assert parquet.height == 8 and set(parquet["job_id"]) == {"jobA"}
+    assert pl.read_parquet(tmp_path / "ds" / "traces.parquet").height == 4
+
+
+def test_reingesting_the_same_files_adds_nothing_and_new_files_add_only_themselves(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 100)])
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    first = _counts(tmp_path / "ds")
+    again = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert again.files_added == 0 and again.files_skipped == 2
+    assert _counts(tmp_path / "ds") == first
+    write_et_job(tmp_path / "in" / "jobA", [2, 3], [("ALL_REDUCE", 100)])
+    more = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert (more.files_added, more.files_skipped) == (2, 2)
+    assert _counts(tmp_path / "ds") == {k: 2 * v for k, v in first.items()}
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select world_size, ranks_seen, trace_count from jobs").fetchall() == [(4, 4, 4)]
+
+
+def test_bad_inputs_get_error_rows_and_the_rest_is_ingested(tmp_path: Path) -> None:
+    job = tmp_path / "in" / "mixed"
+    write_et_job(job, [0, 1], [("ALL_REDUCE", 64)])
+    good = et_bytes([("ALL_REDUCE", 64)])
+    (job / "mixed.2.et").write_bytes(good[:-3])  # truncated record
+    (job / "mixed.3.json").write_text('{"schema": "1.1.0-chakra.0.0.4", "nodes": [')  # invalid JSON
+    (job / "mixed.4.et.gz").write_bytes(good)  # named .gz, not gzip
+    (job / "mixed.5.et").write_bytes(b"")  # empty
+    (job / "mixed.6.json").write_text('{"hello": "world"}')  # unknown format
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert not report.ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        rows = dict(ds.sql("select rank, error from traces where status = 'error'").fetchall())
+        ok = ds.sql("select count(*) from traces where status = 'ok'").fetchall()[0][0]
+        assert ds.sql("select count(*) from collectives").fetchall() == [(2,)]
+    assert ok == 2
+    assert set(rows) == {2, 3, 4, 5, 6}
+    assert "mixed.2.et at record" in rows[2] and "byte offset" in rows[2]
+    assert "mixed.3.json" in rows[3]
+    assert "not gzip" in rows[4]
+    assert "empty file" in rows[5]
+    assert "no known trace format" in rows[6]
+    assert all("\n" not in e for e in rows.values())
+
+
+def test_a_job_with_a_missing_rank_is_reported(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "gap", [0, 1, 3], [("ALL_REDUCE", 8)])
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert not report.ok
+    assert report.errors == ["job gap: rank 2 of 4 has no trace file"]
+    write_et_job(tmp_path / "in" / "gap", [2], [("ALL_REDUCE", 8)])
+    assert ingest([tmp_path / "in"], tmp_path / "ds").ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select count(*) from traces where status = 'error'").fetchall() == [(0,)]
+
+
+def test_gzip_bomb_is_refused_without_running_out_of_memory(tmp_path: Path, monkeypatch) -> None:
+    import tracekit.sources
+
+    # The real floor is 256 MiB; a smaller one keeps the test fast while exercising the same check.
+    monkeypatch.setattr(tracekit.sources, "MIN_INFLATE_LIMIT", 16 << 20)
+    job = tmp_path / "in" / "bomb"
+    write_et_job(job, [0], [("ALL_REDUCE", 8)])
+    # ~64 KiB on disk that inflates to 64 MiB of JSON-looking text: past 200x its stored size.
+    with gzip.open(job / "bomb.1.json.gz", "wb", compresslevel=9) as f:
+        f.write(b'{"schema": "1.1.0-chakra.0.0.4", "nodes": [')
+        block = b" " * (1 << 20)
+        for _ in range(64):
+            f.write(block)
+    assert (job / "bomb.1.json.gz").stat().st_size < 200_000
+    report = ingest([tmp_path / "in"], tmp_path / "ds", workers=1)
+    assert len(report.errors) == 1 and "decompression bomb" in report.errors[0]
+    assert "bomb.1.json.gz" in report.errors[0]
+
+
+def test_dataset_survives_being_moved(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "j", [0, 1], [("ALL_REDUCE", 8)])
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    shutil.move(tmp_path / "ds", tmp_path / "elsewhere")
+    with tracekit.open(tmp_path / "elsewhere") as ds:
+        assert ds.sql("select count(*) from collectives").fetchall() == [(2,)]
+    write_et_job(tmp_path / "in" / "k", [0], [("ALL_GATHER", 8)])
+    assert ingest([tmp_path / "in"], tmp_path / "elsewhere").files_added == 1
+
+
+def test_the_pool_and_the_inline_path_give_the_same_dataset(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "j", list(range(8)), [("ALL_REDUCE", 8), ("BROADCAST", 16)])
+    ingest([tmp_path / "in"], tmp_path / "pool", workers=2)
+    ingest([tmp_path / "in"], tmp_path / "inline", workers=1)
+    query = "select * exclude (trace_id) from collectives order by rank, op_id"
+    with tracekit.open(tmp_path / "pool") as a, tracekit.open(tmp_path / "inline") as b:
+        assert a.sql(query).fetchall() == b.sql(query).fetchall()
+
+
+def test_open_refuses_a_folder_that_is_not_a_dataset(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="not a tracekit dataset"):
+        tracekit.open(tmp_path)

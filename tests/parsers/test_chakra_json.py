@@ -1,0 +1,266 @@
+"""chakra_jsonizer JSON: the same trace as .et and as glued protobuf-JSON gives identical rows.
+
+The JSON is produced the way chakra_jsonizer does it (MessageToJson of each record, concatenated
+with no separator), from .et files decoded by the protobuf library, not by tracekit's framing code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.parsers.test_chakra_et import (
+    GOLDEN_CASES,
+    attr_bytes,
+    metadata_bytes,
+    node_bytes,
+    parse_with,
+    record,
+)
+from tracekit.parsers import chakra_et, chakra_json, detect_format, et_def_pb2
+from tracekit.parsers.base import TraceError
+from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node
+
+
+def _records(data: bytes) -> list[bytes]:
+    """Split .et bytes into payloads with protobuf's own varint decoder."""
+    from google.protobuf.internal.decoder import _DecodeVarint
+
+    out, pos = [], 0
+    while pos < len(data):
+        length, pos = _DecodeVarint(data, pos)
+        out.append(data[pos : pos + length])
+        pos += length
+    return out
+
+
+def jsonize(data: bytes, *, metadata: bool = True, separator: str = "") -> bytes:
+    """What `chakra_jsonizer` writes for an .et file."""
+    parts = []
+    for i, payload in enumerate(_records(data)):
+        message = et_def_pb2.GlobalMetadata() if i == 0 and metadata else et_def_pb2.Node()
+        message.ParseFromString(payload)
+        parts.append(json_format.MessageToJson(message))
+    return separator.join(parts).encode()
+
+
+def assert_same_rows(et_data: bytes, json_data: bytes) -> None:
+    et = parse_with(chakra_et, et_data, "t.0.et")
+    js = parse_with(chakra_json, json_data, "t.0.json")
+    assert js.ops == et.ops
+    assert js.collectives == et.collectives
+    assert js.meta.format == "chakra_json"
+    assert (js.meta.schema_version, js.meta.node_count, js.meta.process_groups) == (
+        et.meta.schema_version,
+        et.meta.node_count,
+        et.meta.process_groups,
+    )
+
+
+@pytest.mark.parametrize("case", ["chakra_et_writer_mixed", "chakra_et_hand_bytes"])
+def test_golden_cases_identical(case: str) -> None:
+    data = GOLDEN_CASES[case]()
+    assert_same_rows(data, jsonize(data))
+
+
+def test_file_without_metadata_identical() -> None:
+    data = GOLDEN_CASES["chakra_et_no_metadata"]()
+    text = jsonize(data, metadata=False)
+    assert text.startswith(b'{\n  "id": "1"')
+    assert_same_rows(data, text)
+
+
+@pytest.mark.shared
+def test_astra_sim_microbenchmarks_identical(public_traces: Path) -> None:
+    files = sorted((public_traces / "astra-sim-microbenchmarks").glob("*/*.et"))
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        assert_same_rows(data, jsonize(data))
+
+
+@pytest.mark.parametrize("separator", ["\n", " \r\n\t ", "\n\n"])
+def test_whitespace_between_objects(separator: str) -> None:
+    data = GOLDEN_CASES["chakra_et_writer_mixed"]()
+    assert_same_rows(data, jsonize(data, separator=separator) + b"\n")
+
+
+def test_detected_as_chakra_json() -> None:
+    text = jsonize(GOLDEN_CASES["chakra_et_writer_mixed"]())
+    assert detect_format(text[:4096], "x.json") == "chakra_json"
+
+
+def test_objects_cut_by_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chakra_json, "CHUNK_CHARS", 7)
+    buf = io.BytesIO()
+    with EtWriter(buf) as w:
+        w.write_metadata("0.0.4", {"schema": "x"})
+        for i in range(300):
+            w.write_node(comp_node(i, "é" * (i % 5), 3, data_deps=[i - 1] if i else []))
+            w.write_node(comm_node(1000 + i, "ar", "ALL_GATHER", i * 8, "0"))
+    data = buf.getvalue()
+    assert_same_rows(data, jsonize(data))
+
+
+def test_unknown_node_type_and_int_variants() -> None:
+    attrs = (attr_bytes("comm_type", "uint32_val", 6), attr_bytes("comm_size", "fixed64_val", 1 << 50))
+    data = (
+        record(metadata_bytes("0.0.4"))
+        + record(node_bytes(1, "x", 9))
+        + record(node_bytes(2, "a", 7, attrs=attrs))
+    )
+    text = jsonize(data)
+    assert b'"type": 9' in text and b'"fixed64Val": "1125899906842624"' in text
+    assert_same_rows(data, text)
+
+
+def test_empty_metadata_object_then_nodes() -> None:
+    data = b"\x00" + record(node_bytes(1, "n", 4))
+    assert jsonize(data).startswith(b"{}")
+    assert_same_rows(data, jsonize(data))
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+def _error(text: str) -> TraceError:
+    with pytest.raises(TraceError) as info:
+        parse_with(chakra_json, text.encode(), "t.json")
+    return info.value
+
+
+def test_malformed_json_names_line_and_column() -> None:
+    exc = _error('{\n  "version": "0.0.4"\n}{\n  "id": "1",\n  "name": oops\n}')
+    assert exc.where == "line 5 column 11"
+    assert "object 1" in exc.message
+
+
+def test_malformed_json_after_chunk_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chakra_json, "CHUNK_CHARS", 5)
+    exc = _error('{"version": "0.0.4"}\n{"id": "1"}\n\n  {"id": "2", ]')
+    assert exc.where == "line 4 column 15"
+    assert "object 2" in exc.message
+
+
+def test_truncated_json() -> None:
+    exc = _error('{"version": "0.0.4"}{"id": "1", "name": "ab')
+    assert exc.where is not None and exc.where.startswith("line 1 column ")
+    assert "object 1" in exc.message
+
+
+def test_invalid_field_value_names_object() -> None:
+    exc = _error('{"version": "0.0.4"}\n{"id": "1"}\n{"id": "abc"}')
+    assert exc.where == "object 2 at line 3 column 1"
+
+
+def test_unknown_enum_name_is_an_error() -> None:
+    exc = _error('{"version": "0.0.4"}{"type": "NO_SUCH_NODE"}')
+    assert exc.where == "object 1 at line 1 column 21"
+
+
+def test_extension_node_type_names_match_et() -> None:
+    parsed = parse_with(chakra_json, b'{"version": "1.0.0"}{"id": "3", "type": "STORAGE_NODE"}', "t.json")
+    assert parsed.ops[0]["type"] == "NODE_TYPE_8"
+
+
+def test_non_object_value() -> None:
+    exc = _error('{"version": "0.0.4"} [1, 2]')
+    assert "not an object" in exc.message and exc.where == "line 1 column 22"
+
+
+def test_not_utf8() -> None:
+    with pytest.raises(TraceError):
+        parse_with(chakra_json, b'{"version": "0.0.4"}{"name": "\xff\xfe"}', "t.json")
+
+
+def test_unknown_fields_are_ignored() -> None:
+    parsed = parse_with(chakra_json, b'{"version": "1.0.0"}{"id": "3", "storage": {"level": 1}}', "t.json")
+    assert [r["op_id"] for r in parsed.ops] == [3]
+
+
+# --- the fast dict->Node path agrees with json_format.ParseDict ------------------------------
+
+_INT_RANGES = {
+    "int32_val": (-(1 << 31), (1 << 31) - 1),
+    "int64_val": (-(1 << 63), (1 << 63) - 1),
+    "uint32_val": (0, (1 << 32) - 1),
+    "uint64_val": (0, (1 << 64) - 1),
+    "sint32_val": (-(1 << 31), (1 << 31) - 1),
+    "sint64_val": (-(1 << 63), (1 << 63) - 1),
+    "fixed32_val": (0, (1 << 32) - 1),
+    "fixed64_val": (0, (1 << 64) - 1),
+    "sfixed32_val": (-(1 << 31), (1 << 31) - 1),
+    "sfixed64_val": (-(1 << 63), (1 << 63) - 1),
+}
+
+
+@st.composite
+def _attributes(draw: st.DrawFn) -> et_def_pb2.AttributeProto:
+    name = draw(st.text(max_size=8))
+    kind = draw(st.sampled_from([*_INT_RANGES, "bool_val", "string_val", "double_val", "int64_list"]))
+    if kind in _INT_RANGES:
+        low, high = _INT_RANGES[kind]
+        value: Any = draw(st.integers(min_value=low, max_value=high))
+    elif kind == "bool_val":
+        value = draw(st.booleans())
+    elif kind == "string_val":
+        value = draw(st.text(max_size=8))
+    elif kind == "double_val":
+        value = draw(st.floats(allow_nan=False))
+    else:
+        return et_def_pb2.AttributeProto(
+            name=name, int64_list=et_def_pb2.Int64List(values=draw(st.lists(st.integers(0, 99))))
+        )
+    return et_def_pb2.AttributeProto(name=name, **{kind: value})
+
+
+_u64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+_nodes = st.builds(
+    et_def_pb2.Node,
+    id=_u64,
+    name=st.text(max_size=10),
+    type=st.integers(min_value=0, max_value=12),
+    ctrl_deps=st.lists(_u64, max_size=3),
+    data_deps=st.lists(_u64, max_size=3),
+    start_time_micros=_u64,
+    duration_micros=_u64,
+    inputs=st.builds(et_def_pb2.IOInfo, values=st.text(max_size=6), types=st.text(max_size=6)),
+    attr=st.lists(_attributes(), max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_nodes)
+def test_fast_node_matches_parse_dict(node: et_def_pb2.Node) -> None:
+    obj = json.loads(json_format.MessageToJson(node))
+    fast = chakra_json.fast_node(json.loads(json_format.MessageToJson(node)))
+    slow = json_format.ParseDict(obj, et_def_pb2.Node())
+    assert slow == node
+    if fast is not None:
+        assert fast == node
+
+
+def test_fast_node_takes_jsonizer_output_and_defers_the_rest() -> None:
+    node = comm_node(7, "ar", "ALL_REDUCE", 1 << 20, "0", data_deps=[1, 2], start_us=3, duration_us=4)
+    assert chakra_json.fast_node(json.loads(json_format.MessageToJson(node))) == node
+    assert chakra_json.fast_node({"ctrl_deps": ["1"]}) is None  # snake_case: ParseDict's job
+    assert chakra_json.fast_node({"id": "-1"}) is None  # out of range: ParseDict words the error
+    assert chakra_json.fast_node({"attr": [{"name": "x", "doubleVal": "NaN"}]}) is None
+
+
+def test_snake_case_and_special_values_via_parse_dict() -> None:
+    text = b'{"version": "0.0.4"}{"id": 4, "type": "COMM_COLL_NODE", "data_deps": ["3"], "attr": [' + (
+        b'{"name": "comm_type", "int64_val": 0}, {"name": "comm_size", "doubleVal": 64.0}]}'
+    )
+    parsed = parse_with(chakra_json, text, "t.json")
+    assert parsed.ops[0]["data_deps"] == [3]
+    assert [(r["op_id"], r["comm_type"], r["in_bytes"]) for r in parsed.collectives] == [
+        (4, "ALL_REDUCE", 64)
+    ]

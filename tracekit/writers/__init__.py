@@ -1,0 +1,1 @@
+"""Writers of trace formats (Chakra .et), for synthetic data and sample traces."""
