@@ -71,13 +71,13 @@ def ingest(
                 paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance
             )
     except (DatasetError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_DATASET_ERROR) from exc
     if not quiet:
         _summary(console, report)
     else:
         for error in report.errors:
-            console.print(f"error: {error}", highlight=False, markup=False)
+            console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(EXIT_INPUT_ERRORS)
 
@@ -144,7 +144,7 @@ def _summary(console: Console, report: IngestReport) -> None:
     if totals["collectives"]:
         console.print(table)
     for error in report.errors[:_ERRORS_SHOWN]:
-        console.print(f"[red]error:[/red] {error}", highlight=False, markup=True)
+        console.print(f"[red]error:[/red] {_escape(error)}", highlight=False, soft_wrap=True)
     if failed > _ERRORS_SHOWN:
         console.print(
             f"... and {failed - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'"
@@ -152,5 +152,11 @@ def _summary(console: Console, report: IngestReport) -> None:
     console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
 
 
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def main() -> None:
-    app()
+    app(prog_name="tracekit")

@@ -113,7 +113,7 @@ class Dataset:
                 plan = json.loads(marker.read_text())
                 if plan["run_id"] in committed:
                     _apply_moves(plan["moves"])
-            shutil.rmtree(staging, ignore_errors=True)
+            self.discard(staging)
 
     def _committed_runs(self) -> set[str]:
         if not self.exists():
@@ -152,7 +152,15 @@ class Dataset:
         os.replace(new_db, self.db_path)  # the commit point
         _fsync_dir(self.root)
         _apply_moves(moves)
+        self.discard(staging)
+
+    def discard(self, staging: Path) -> None:
+        """Remove a run's staging folder (and the staging root once empty)."""
         shutil.rmtree(staging, ignore_errors=True)
+        try:
+            self.staging_root.rmdir()
+        except OSError:
+            pass
 
     def _build(self, changes: RunChanges, new_db: Path, out: Path) -> list[tuple[str, str]]:
         import duckdb

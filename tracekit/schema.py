@@ -99,3 +99,49 @@ def table_from_rows(table: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 def empty_table(table: str) -> pa.Table:
     return arrow_schema(table).empty_table()
+
+
+_DOC_HEADER = """\
+# The tracekit data model
+
+<!-- Generated from schemas/tables.toml by `make docs`; tests/test_schema.py keeps it in step. -->
+
+`tracekit ingest` writes these tables. They are the public contract that SQL is written
+against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name), in Parquet
+(`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/run-*.parquet` for `ops` and
+`collectives`), and from Python (`tracekit.open(DATASET).frame("collectives")`).
+
+Conventions:
+- A column a format does not carry is **null**, never a guess. A value the tool derived rather
+  than read is named in the row's `inferred` list (e.g. `group_size` taken from the process
+  group, `world_size` counted from the rank files).
+- **`in_bytes` follows Chakra's `comm_size` convention**: the bytes this rank passes in to the
+  operation. All-gather: the local shard (output = shard × group size). Reduce-scatter: the
+  full input. All-to-all(v): the whole send buffer. All-reduce and broadcast: the buffer.
+  Send and recv: the message. Bytes are elements × the dtype's size, or a Chakra node's
+  `comm_size` as written.
+- Each logical collective is **one row per rank**, whichever of the events that trace it
+  (`c10d::` op, `record_param_comms`, `nccl:`/`gloo:` annotation, NCCL kernel) the trace holds.
+  When a rank has both a host trace (PyTorch ET) and a device trace (Kineto), their rows are
+  linked into one (`source = 'linked'`): sizes from whichever carries them, timing from the
+  profiler.
+- Times are microseconds on the trace's own clock; timestamps are UTC.
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """The data model as a Markdown page (schemas/README.md)."""
+    parts = [_DOC_HEADER]
+    for spec in table_specs().values():
+        parts.append(f"\n## `{spec.name}`\n\n{spec.doc} Key: {', '.join(spec.key)}.\n")
+        parts.append("\n| column | type | meaning |\n|---|---|---|\n")
+        parts.extend(f"| `{c.name}` | {c.type} | {_cell(c.doc)} |\n" for c in spec.columns)
+    return "".join(parts)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -98,9 +98,7 @@ def ingest(
                 row["ingested_at"] = changes.run["committed_at"]
             dataset.commit(changes, staging)
         else:
-            import shutil
-
-            shutil.rmtree(staging, ignore_errors=True)
+            dataset.discard(staging)
     report.totals = dataset_totals(dataset)
     return report
 

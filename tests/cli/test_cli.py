@@ -1,0 +1,96 @@
+"""The `tracekit` command as users run it: real processes, the real DuckDB shell."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.builders import et_bytes, write_et_job
+
+DUCKDB = shutil.which(
+    "duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+)
+
+
+def tracekit(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_help_starts_without_importing_the_heavy_modules() -> None:
+    code = (
+        "import sys; from typer.testing import CliRunner; from tracekit.cli import app; "
+        "r = CliRunner().invoke(app, ['ingest', '--help']); assert r.exit_code == 0, r.output; "
+        "mods = ('duckdb', 'polars', 'pyarrow', 'altair', 'google.protobuf'); "
+        "heavy = [m for m in mods if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_ingest_prints_a_summary_and_exits_zero(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 1 << 10)])
+    result = tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds")
+    assert result.returncode == 0, result.stderr
+    assert "2 files added" in result.stderr
+    assert "1 jobs, 2 ranks" in result.stderr
+    assert "ALL_REDUCE" in result.stderr and "2.0 MiB" in result.stderr
+
+
+def test_ingest_exit_code_says_some_inputs_failed(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    (tmp_path / "in" / "jobA" / "jobA.2.et").write_bytes(et_bytes([("ALL_REDUCE", 64)])[:-2])
+    result = tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds")
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "jobA.2.et at record" in error_lines[0]
+    assert "2 traces ok, 1 with errors" in result.stderr
+
+
+def test_ingest_refuses_a_dataset_path_that_is_a_file(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0], [("ALL_REDUCE", 64)])
+    (tmp_path / "ds").write_text("not a folder")
+    result = tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds")
+    assert result.returncode == 3
+    assert "is not a folder" in result.stderr
+
+
+@pytest.mark.skipif(DUCKDB is None, reason="the duckdb shell (pip install duckdb-cli) is not installed")
+def test_the_real_duckdb_shell_reads_the_dataset_after_it_is_moved(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 64), ("BROADCAST", 8)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    shutil.move(tmp_path / "ds", tmp_path / "moved")
+    assert DUCKDB is not None
+    shell = subprocess.run(
+        [
+            DUCKDB,
+            "-csv",
+            str(tmp_path / "moved" / "tracekit.duckdb"),
+            "-c",
+            "select comm_type, count(*) from collectives group by 1 order by 1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.split() == ["comm_type,count_star()", "ALL_REDUCE,4", "BROADCAST,4"]
+
+
+def test_python_dash_m_and_console_script_agree() -> None:
+    script = shutil.which("tracekit", path=str(Path(sys.executable).parent))
+    assert script is not None
+    out = subprocess.run([script, "--help"], capture_output=True, text=True, check=True).stdout
+    assert "ingest" in out and tracekit("--help").stdout == out

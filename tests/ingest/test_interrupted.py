@@ -1,0 +1,121 @@
+"""An ingest killed midway (Ctrl-C, SIGKILL) leaves the previous dataset whole and queryable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tracekit
+import tracekit.dataset
+from tests.builders import write_et_job
+from tracekit.ingest import ingest
+
+
+def _state(dataset: Path) -> tuple[int, int, int]:
+    with tracekit.open(dataset) as ds:
+        return (
+            ds.sql("select count(*) from traces").fetchall()[0][0],
+            ds.sql("select count(*) from collectives").fetchall()[0][0],
+            ds.sql("select count(*) from ops").fetchall()[0][0],
+        )
+
+
+def _parquet_rows(dataset: Path, table: str) -> int:
+    import polars as pl
+
+    files = list((dataset / table).glob("*.parquet"))
+    return sum(pl.read_parquet(f).height for f in files)
+
+
+def _fleet(root: Path, jobs: int, ranks: int) -> None:
+    for j in range(jobs):
+        write_et_job(root / f"{root.name}{j:03d}", list(range(ranks)), [("ALL_REDUCE", 1 << 20)] * 20)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_ingest_leaves_the_previous_dataset_whole(tmp_path: Path, sig: signal.Signals) -> None:
+    _fleet(tmp_path / "first", 2, 4)
+    _fleet(tmp_path / "second", 60, 8)
+    ingest([tmp_path / "first"], tmp_path / "ds")
+    before = _state(tmp_path / "ds")
+    full = (before[0] + 480, before[1] + 480 * 20, before[2] + 480 * 40)
+    seen = set()
+    for delay in (0.3, 0.8, 1.5, 2.5):
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tracekit",
+                "ingest",
+                str(tmp_path / "second"),
+                "--out",
+                str(tmp_path / "ds"),
+                "-q",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+        proc.wait(timeout=60)
+        state = _state(tmp_path / "ds")
+        assert state in (before, full), f"partial dataset after a kill at {delay}s: {state}"
+        seen.add(state)
+        if state == full:
+            break
+    assert before in seen, "no kill landed before the commit: the test did not exercise an interruption"
+    # The next run finishes whatever is left and the Parquet files agree with the DuckDB file.
+    report = ingest([tmp_path / "second"], tmp_path / "ds")
+    assert report.ok
+    assert _state(tmp_path / "ds") == full
+    assert _parquet_rows(tmp_path / "ds", "collectives") == full[1]
+    assert _parquet_rows(tmp_path / "ds", "ops") == full[2]
+    assert not any((tmp_path / "ds" / ".staging").glob("*"))
+
+
+def test_a_crash_between_commit_and_parquet_moves_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fleet(tmp_path / "in", 2, 2)
+
+    def crash(moves: list[tuple[str, str]]) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracekit.dataset, "_apply_moves", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ingest([tmp_path / "in"], tmp_path / "ds")
+    monkeypatch.undo()
+    committed = _state(tmp_path / "ds")
+    assert committed[1] == 4 * 20
+    assert _parquet_rows(tmp_path / "ds", "collectives") == 0  # not moved yet
+    report = ingest([tmp_path / "in"], tmp_path / "ds")  # recovers, then finds nothing new
+    assert report.files_added == 0
+    assert _parquet_rows(tmp_path / "ds", "collectives") == committed[1]
+
+
+def test_a_crash_before_commit_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fleet(tmp_path / "in", 1, 2)
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    before = _state(tmp_path / "ds")
+    _fleet(tmp_path / "more", 1, 2)
+
+    def crash(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracekit.dataset.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ingest([tmp_path / "more"], tmp_path / "ds")
+    monkeypatch.undo()
+    assert _state(tmp_path / "ds") == before
+    ingest([tmp_path / "in"], tmp_path / "ds")  # recovery discards the uncommitted staging
+    assert not any((tmp_path / "ds" / ".staging").glob("*"))
+    assert _state(tmp_path / "ds") == before
