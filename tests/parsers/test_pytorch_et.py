@@ -658,7 +658,7 @@ def test_c10d_only_collectives():
 
 def test_annotations_gloo_and_no_double_count():
     nodes = [
-        # gloo without record_param_comms: the annotation is the row
+        # gloo without record_param_comms: the c10d op paired with its gloo work is the row
         node(10, "c10d::allreduce_", 2, inputs=[([tensor(5, 16)], "GenericList[Tensor(float)]")]),
         node(11, "gloo:all_reduce", 10, inputs=[(tensor(5, 16), "Tensor(float)")]),
         # full NCCL chain: one row, anchored on record_param_comms
@@ -676,17 +676,19 @@ def test_annotations_gloo_and_no_double_count():
     ]
     meta, colls, ops = run(et("1.0.3-chakra.0.0.4", nodes))
     rows = by_id(colls)
-    assert sorted(rows) == [11, 21, 32, 33, 40]
-    assert (
-        rows[11]["source"] == "annotation"
-        and rows[11]["op_name"] == "gloo:all_reduce"
-        and rows[11]["in_bytes"] == 64
+    assert sorted(rows) == [10, 21, 32, 33, 40]
+    assert (rows[10]["source"], rows[10]["op_name"], rows[10]["in_bytes"], rows[10]["rf_id"]) == (
+        "c10d",
+        "c10d::allreduce_",
+        64,
+        100,
     )
     assert rows[21]["source"] == "record_param_comms" and rows[21]["comm_type"] == "BROADCAST"
     assert rows[40]["op_name"] == "allreduce_coalesced" and rows[40]["comm_type"] == "ALL_REDUCE"
     assert meta.rank_hint == 1  # broadcast's rank argument is the root, not used
     types = {o["op_id"]: o["type"] for o in ops}
-    assert types[10] == types[22] == types[30] == types[31] == types[41] == "COMP_NODE"
+    assert types[11] == types[22] == types[30] == types[31] == types[41] == "COMP_NODE"
+    assert types[10] == "COMM_COLL_NODE"
 
 
 def test_send_recv_peer_mapping_in_subgroup():
@@ -1055,6 +1057,284 @@ def test_random_corruption_only_raises_trace_error():
             run(doc)
         except TraceError:
             pass
+
+
+# ------------------------------------------------------------- gloo: c10d op paired with its work
+
+
+def _gloo_attrs(rf_id: int, tid: int | None = 1, schema: str = "") -> dict:
+    attrs: dict[str, Any] = {"rf_id": rf_id, "op_schema": schema}
+    if tid is not None:
+        attrs["tid"] = tid
+    return attrs
+
+
+_SEND_SCHEMA = (
+    "c10d::send(Tensor[] tensors, __torch__.torch.classes.c10d.ProcessGroup process_group, "
+    "int dst, int tag) -> __torch__.torch.classes.c10d.Work"
+)
+_RS_SCHEMA = (
+    "c10d::_reduce_scatter_base_(Tensor output_tensor, Tensor input_tensor, "
+    "__torch__.torch.classes.c10d.ProcessGroup process_group, "
+    "__torch__.torch.classes.c10d.ReduceOp reduce_op, bool async_op=True, int timeout=-1) "
+    "-> (Tensor, __torch__.torch.classes.c10d.Work)"
+)
+
+
+def test_gloo_pairs_by_rf_id_whatever_the_tree_says():
+    nodes = [
+        pg_init(3, [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4}]),
+        node(5, "autograd::engine::evaluate_function: AccumulateGrad", 2),
+        # gloo node under the c10d op
+        node(
+            10,
+            "c10d::allreduce_",
+            5,
+            inputs=[([tensor(5, 16)], "GenericList[Tensor(float)]")],
+            attrs=_gloo_attrs(100),
+        ),
+        node(11, "gloo:all_reduce", 10, inputs=[(tensor(5, 16), "Tensor(float)")], attrs=_gloo_attrs(101)),
+        # gloo node written after a later c10d op, under an unrelated node (DDP backward)
+        node(
+            20,
+            "c10d::allreduce_",
+            5,
+            inputs=[([tensor(6, 8)], "GenericList[Tensor(float)]")],
+            attrs=_gloo_attrs(200),
+        ),
+        node(
+            30,
+            "c10d::allreduce_",
+            11,
+            inputs=[([tensor(7, 2)], "GenericList[Tensor(float)]")],
+            attrs=_gloo_attrs(300),
+        ),  # hangs under the first gloo node: not a nested collective
+        node(31, "gloo:all_reduce", 5, inputs=[(tensor(6, 8), "Tensor(float)")], attrs=_gloo_attrs(201)),
+        node(32, "gloo:all_reduce", 31, inputs=[(tensor(7, 2), "Tensor(float)")], attrs=_gloo_attrs(301)),
+        # FSDP reduce-scatter: gloo runs an all-reduce of the whole input, rf_ids not adjacent
+        node(
+            40,
+            "c10d::_reduce_scatter_base_",
+            2,
+            inputs=[
+                (tensor(8, 4), "Tensor(float)"),
+                (tensor(9, 16), "Tensor(float)"),
+                ("<Object>", "Object"),
+                ("<Object>", "Object"),
+                (False, "Bool"),
+                (-1, "Int"),
+            ],
+            attrs=_gloo_attrs(400, schema=_RS_SCHEMA),
+        ),
+        node(41, "gloo:all_reduce", 2, inputs=[(tensor(10, 16), "Tensor(float)")], attrs=_gloo_attrs(404)),
+        # send: peer is the dst argument; the group cannot be told, so the identity is inferred
+        node(
+            50,
+            "c10d::send",
+            2,
+            inputs=[
+                ([tensor(11, 128)], "GenericList[Tensor(float)]"),
+                ("<Object>", "Object"),
+                (3, "Int"),
+                (0, "Int"),
+            ],
+            attrs=_gloo_attrs(500, schema=_SEND_SCHEMA),
+        ),
+        node(51, "gloo:send", 2, inputs=[(tensor(11, 128), "Tensor(float)")], attrs=_gloo_attrs(501)),
+        # a gloo node of another kind does not pair with the c10d op before it
+        node(
+            60,
+            "c10d::_allgather_base_",
+            2,
+            inputs=[(tensor(12, 8), "Tensor(float)"), (tensor(13, 2), "Tensor(float)")],
+            attrs=_gloo_attrs(600),
+        ),
+        node(61, "gloo:broadcast", 2, inputs=[(tensor(14, 3), "Tensor(float)")], attrs=_gloo_attrs(601)),
+    ]
+    _meta, colls, ops = run(et("1.1.1-chakra.0.0.4", nodes))
+    rows = by_id(colls)
+    assert sorted(rows) == [10, 20, 30, 40, 50, 60, 61]
+    assert [rows[i]["in_elems"] for i in (10, 20, 30)] == [16, 8, 2]
+    assert {rows[i]["source"] for i in (10, 20, 30, 40, 50, 60)} == {"c10d"}
+    assert [rows[i]["rf_id"] for i in (10, 20, 30, 40, 50, 60)] == [100, 200, 300, 400, 500, 600]
+    rs = rows[40]
+    assert (rs["comm_type"], rs["op_name"], rs["in_elems"], rs["out_elems"], rs["in_bytes"]) == (
+        "REDUCE_SCATTER",
+        "c10d::_reduce_scatter_base_",
+        16,
+        4,
+        64,
+    )
+    assert rs["is_uneven"] is False and rows[60]["is_uneven"] is False
+    send = rows[50]
+    assert (send["comm_type"], send["peer"], send["inferred"], send["in_bytes"]) == ("SEND", 3, ["peer"], 512)
+    assert (rows[61]["source"], rows[61]["comm_type"]) == ("annotation", "BROADCAST")
+    types = {o["op_id"]: o["type"] for o in ops}
+    assert (types[50], types[51], types[11], types[41]) == (
+        "COMM_SEND_NODE",
+        "COMP_NODE",
+        "COMP_NODE",
+        "COMP_NODE",
+    )
+
+
+def test_gloo_pairing_keeps_threads_apart():
+    nodes = [
+        node(
+            10,
+            "c10d::allreduce_",
+            2,
+            inputs=[([tensor(5, 16)], "GenericList[Tensor(float)]")],
+            attrs=_gloo_attrs(100, tid=1),
+        ),
+        node(
+            20,
+            "c10d::allreduce_",
+            2,
+            inputs=[([tensor(6, 8)], "GenericList[Tensor(float)]")],
+            attrs=_gloo_attrs(102, tid=2),
+        ),
+        node(
+            11, "gloo:all_reduce", 2, inputs=[(tensor(5, 16), "Tensor(float)")], attrs=_gloo_attrs(103, tid=1)
+        ),
+        node(
+            21, "gloo:all_reduce", 2, inputs=[(tensor(6, 8), "Tensor(float)")], attrs=_gloo_attrs(104, tid=2)
+        ),
+    ]
+    _meta, colls, _ = run(et("1.1.1-chakra.0.0.4", nodes))
+    assert [(r["op_id"], r["in_elems"], r["source"]) for r in colls] == [(10, 16, "c10d"), (20, 8, "c10d")]
+
+
+def test_gloo_pairing_without_rf_ids_uses_tree_then_file_order():
+    def bare(nid, name, parent, inputs):
+        n = node(nid, name, parent, inputs=inputs)
+        n["attrs"] = [a for a in n["attrs"] if a["name"] != "rf_id"]
+        return n
+
+    nodes = [
+        bare(10, "c10d::allreduce_", 2, [([tensor(5, 16)], "GenericList[Tensor(float)]")]),
+        bare(11, "gloo:all_reduce", 10, [(tensor(5, 16), "Tensor(float)")]),
+        bare(20, "c10d::broadcast_", 2, [([tensor(6, 4)], "GenericList[Tensor(float)]")]),
+        bare(21, "gloo:broadcast", 2, [(tensor(6, 4), "Tensor(float)")]),
+    ]
+    _meta, colls, _ = run(et("1.1.1-chakra.0.0.4", nodes))
+    assert [(r["op_id"], r["comm_type"], r["source"], r["rf_id"]) for r in colls] == [
+        (10, "ALL_REDUCE", "c10d", None),
+        (20, "BROADCAST", "c10d", None),
+    ]
+
+
+# ------------------------------------------------------- real: captured torch 2.13 gloo traces
+
+CAPTURED = Path(__file__).parents[2] / "sample_traces" / "captured"
+
+
+@pytest.fixture(scope="module")
+def captured() -> dict[tuple[str, int], list[dict]]:
+    import gzip
+
+    if not CAPTURED.is_dir():
+        pytest.skip(f"captured sample traces not present at {CAPTURED}")
+    out = {}
+    for path in sorted(CAPTURED.glob("*/et_rank*.json.gz")):
+        rank = int(path.name[len("et_rank") :].split(".")[0])
+        _meta, colls, _ops = run(gzip.decompress(path.read_bytes()), path.name[: -len(".gz")])
+        out[(path.parent.name, rank)] = colls
+    assert len(out) == 16
+    return out
+
+
+def _of(rows: list[dict], comm_type: str) -> list[dict]:
+    return [r for r in rows if r["comm_type"] == comm_type]
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_captured_ddp_mlp(captured, rank):
+    rows = captured[("ddp_mlp", rank)]
+    assert Counter(r["comm_type"] for r in rows) == {"ALL_REDUCE": 8, "BROADCAST": 2}
+    ar = _of(rows, "ALL_REDUCE")
+    assert Counter(r["in_elems"] for r in ar) == {69904: 2, 65792: 4, 16640: 2}
+    assert {r["dtype"] for r in ar} == {"Float"}
+    assert all(r["in_bytes"] == 4 * r["in_elems"] == r["out_bytes"] for r in ar)
+    assert [(r["in_elems"], r["dtype"]) for r in _of(rows, "BROADCAST")] == [(11, "Int"), (4, "Int")]
+    assert [r["op_name"] for r in rows] == ["c10d::broadcast_"] * 2 + ["c10d::allreduce_"] * 8
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_captured_fsdp_mlp(captured, rank):
+    rows = captured[("fsdp_mlp", rank)]
+    assert Counter(r["comm_type"] for r in rows) == {"ALL_GATHER": 12, "REDUCE_SCATTER": 6}
+    ag, rs = _of(rows, "ALL_GATHER"), _of(rows, "REDUCE_SCATTER")
+    assert Counter(r["in_elems"] for r in ag) == {2080: 4, 4128: 4, 516: 4}
+    assert all(r["out_elems"] == 4 * r["in_elems"] and r["in_bytes"] == 4 * r["in_elems"] for r in ag)
+    # on gloo the work is a gloo:all_reduce of the whole input; the collective is still a reduce-scatter
+    assert Counter(r["in_elems"] for r in rs) == {8320: 2, 16512: 2, 2064: 2}
+    assert all(r["in_elems"] == 4 * r["out_elems"] and r["in_bytes"] == 4 * r["in_elems"] for r in rs)
+    assert {r["op_name"] for r in rs} == {"c10d::_reduce_scatter_base_"}
+    assert {r["is_uneven"] for r in rows} == {False} and {r["dtype"] for r in rows} == {"Float"}
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_captured_moe_alltoall(captured, rank):
+    rows = captured[("moe_alltoall", rank)]
+    assert Counter(r["comm_type"] for r in rows) == {"ALL_TO_ALL": 10, "ALL_REDUCE": 2}
+    a2a = _of(rows, "ALL_TO_ALL")
+    even = [r for r in a2a if not r["is_uneven"]]
+    uneven = [r for r in a2a if r["is_uneven"]]
+    assert len(even) == 2 and len(uneven) == 8
+    assert all(
+        (r["in_elems"], r["out_elems"], r["dtype"], r["in_splits"], r["out_splits"])
+        == (4, 4, "Long", None, None)
+        for r in even
+    )
+    for r in uneven:
+        assert len(r["in_splits"]) == len(r["out_splits"]) == 4 and r["dtype"] == "Float"
+        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_bytes"] == 4 * r["in_elems"]
+    assert [(r["in_elems"], r["dtype"]) for r in _of(rows, "ALL_REDUCE")] == [(1056, "Float")] * 2
+
+
+def test_captured_moe_alltoall_splits_match_readme(captured):
+    # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448)
+    r = _of(captured[("moe_alltoall", 1)], "ALL_TO_ALL")[1]
+    assert (r["in_splits"], r["out_splits"], r["in_elems"], r["out_elems"]) == (
+        [5, 2, 4, 1],
+        [4, 2, 5, 3],
+        384,
+        448,
+    )
+    # what rank i sends to rank j is what rank j receives from rank i
+    for k in range(10):
+        sent = [_of(captured[("moe_alltoall", i)], "ALL_TO_ALL")[k]["in_splits"] or [1] * 4 for i in range(4)]
+        got = [_of(captured[("moe_alltoall", j)], "ALL_TO_ALL")[k]["out_splits"] or [1] * 4 for j in range(4)]
+        assert all(sent[i][j] == got[j][i] for i in range(4) for j in range(4))
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_captured_pipeline_p2p(captured, rank):
+    rows = captured[("pipeline_p2p", rank)]
+    other = rank + 1 if rank % 2 == 0 else rank - 1
+    assert Counter(r["comm_type"] for r in rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
+    p2p = [r for r in rows if r["comm_type"] in ("SEND", "RECV")]
+    assert {(r["peer"], r["in_elems"], r["in_bytes"], r["dtype"]) for r in p2p} == {
+        (other, 128, 512, "Float")
+    }
+    # the process group is "<Object>": the peer argument is taken as a global rank, and says so
+    assert all(r["inferred"] == ["peer"] for r in p2p)
+    # stage 0 sends activations then receives gradients; stage 1 the other way round
+    first, second = ("SEND", "RECV") if rank % 2 == 0 else ("RECV", "SEND")
+    assert [r["comm_type"] for r in p2p] == [first, second] * 4
+    assert Counter(r["in_elems"] for r in _of(rows, "ALL_REDUCE")) == {2048: 4, 64: 2, 32: 2}
+    assert [r["in_elems"] for r in _of(rows, "BROADCAST")] == [4, 4]
+    assert all(r["peer"] is None for r in rows if r["comm_type"] not in ("SEND", "RECV"))
+
+
+def test_captured_one_row_per_collective_with_rf_id(captured):
+    for (job, rank), rows in captured.items():
+        assert rows, (job, rank)
+        assert all(r["source"] == "c10d" and r["rf_id"] is not None for r in rows), (job, rank)
+        assert all(r["op_name"].startswith("c10d::") for r in rows), (job, rank)
+        assert len({r["rf_id"] for r in rows}) == len(rows), (job, rank)
 
 
 # -------------------------------------------------------------------------------------------- golden

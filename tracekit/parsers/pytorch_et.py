@@ -13,10 +13,26 @@ unknown future versions parse with the nearest layout instead of being rejected:
 Collectives. PyTorch records each c10d collective as a chain
 `c10d::allreduce_` -> `record_param_comms` -> `nccl:all_reduce` (-> kernel launch / ET+ kernel node).
 Each logical collective becomes exactly one row, anchored on the outermost `record_param_comms`
-whose collective name is a communication op (`wait`, `coalesced` are not); an `nccl:`/`gloo:`
-annotation is a row only when no such anchor encloses it, and a `c10d::` op only when neither an
-anchor nor an annotation is found above or below it. `record_param_comms` inputs are read by type,
-since their positions moved between versions (research note §4, layouts A-D):
+whose collective name is a communication op (`wait`, `coalesced` are not).
+
+Without `record_param_comms` (gloo: torch 2.13 emits it for NCCL/XCCL only; any other backend) a
+collective is a pair: the `c10d::` dispatcher op and the backend's work annotation (`gloo:all_reduce`).
+Their ctrl_deps do not link them reliably (the annotation hangs under the c10d op, under its parent,
+or under an unrelated earlier node; a c10d op may even hang under an earlier gloo node), so they are
+paired by `rf_id`: the work's record function opens right after its dispatcher's, and an annotation
+belongs to the not yet paired c10d op with the greatest smaller rf_id, on the same `tid`, of a kind
+the work can run as (equal comm_type, or a `gloo:all_reduce` for a reduce-scatter or barrier: gloo
+has no reduce-scatter of one tensor). Without rf_ids: the nearest enclosing c10d op, else the nearest
+earlier one in the file. The pair is ONE row read from the c10d op (source 'c10d'): its id, rf_id and
+name (`c10d::_reduce_scatter_base_`), its comm_type (so a reduce-scatter stays REDUCE_SCATTER), sizes
+from its tensor arguments by `op_schema` name (output/input order), all-to-all splits from its
+split-size arguments, peer from the dst/src argument. The ProcessGroup argument is an opaque
+`<Object>`, so pg_name and group_size stay null; a peer is mapped through a group's rank list only
+when the file lists a single group, else the group-local value is taken as global (`peer` inferred).
+An annotation that pairs with nothing is a row of its own (source 'annotation'), and so is a c10d op
+with no annotation (source 'c10d'), unless an unpaired annotation or a paired c10d op hangs under it.
+`record_param_comms` inputs are read by type, since their positions moved between versions
+(research note §4, layouts A-D):
 
     A  [tensors?, seq:Int, pg_ptr:Int, rank:Int, coll:String, in_split, out_split]
     B  A + [world_size:Int]
@@ -44,6 +60,7 @@ no zone in the string: it is labelled UTC as written, so it is off by the host's
 
 from __future__ import annotations
 
+import bisect
 import gc
 import json
 import re
@@ -630,7 +647,14 @@ _C10D_OUTPUT_FIRST = (
 )
 
 
-def _c10d_row(node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Groups) -> _Row:
+# c10d ops on one input and one output tensor: the shards are equal by definition.
+_C10D_EVEN = ("_allgather_base", "_reduce_scatter_base", "allgather_into_tensor", "reduce_scatter_tensor")
+
+
+def _c10d_row(
+    node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Groups, work: _Node | None = None
+) -> _Row:
+    """A row read from a `c10d::` op; `work` is the backend annotation of its work, when paired."""
     inferred: list[str] = []
     pairs = node.inputs()
     names = _schema_arg_names(attrs.get("op_schema"))
@@ -662,7 +686,11 @@ def _c10d_row(node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Group
         out_tensors = [
             t for v, t_name in node.outputs() if _is_tensor_type(t_name) for t in _tensors(v, t_name)
         ]
+    if comm_type == "RECV" and in_tensors and not out_tensors:
+        out_tensors = in_tensors  # recv_(Tensor[] tensors, ...): the buffer the message lands in
     ins, outs = _Sizes(in_tensors), _Sizes(out_tensors)
+    if work is not None and not ins.present and comm_type == comms.comm_type_of(work.name):
+        ins = _sizes_of(work.inputs())  # the c10d op recorded no tensors; its work did
 
     in_splits = out_splits = None
     if int_lists:
@@ -681,8 +709,10 @@ def _c10d_row(node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Group
             local = ints[0][1]
         peer = _global_peer(local, groups.get(None), None, None, inferred)
 
-    splits_known = bool(int_lists) and comm_type == "ALL_TO_ALL"
+    splits_known = (bool(int_lists) and comm_type == "ALL_TO_ALL") or stem.startswith(_C10D_EVEN)
     start_us, duration_us = node.time()
+    if start_us is None and work is not None:
+        start_us, duration_us = work.time()
     row = {
         "op_id": node.id,
         "op_name": node.name,
@@ -767,6 +797,136 @@ def _load(source: Any) -> tuple[dict[str, Any], list[Any]]:
     return doc, nodes
 
 
+# The work a backend runs for a c10d op may be named after another collective: gloo has no
+# reduce-scatter of one tensor (`_reduce_scatter_base_` runs `gloo:all_reduce` of the whole input).
+_WORK_RUNS_AS = {("ALL_REDUCE", "REDUCE_SCATTER"), ("ALL_REDUCE", "BARRIER")}
+
+
+def _work_fits(annotation_type: str, op_type: str) -> bool:
+    return annotation_type == op_type or (annotation_type, op_type) in _WORK_RUNS_AS
+
+
+class _Lane:
+    """c10d ops of one comm_type and thread, sorted by a key; finds the untaken one just below a key."""
+
+    __slots__ = ("keys", "ids", "up")
+
+    def __init__(self, items: list[tuple[int, int]]) -> None:
+        items.sort()
+        self.keys = [k for k, _ in items]
+        self.ids = [i for _, i in items]
+        self.up = list(range(len(items)))  # union-find: up[i] == i while untaken
+
+    def _find(self, i: int) -> int:
+        root = i
+        while root >= 0 and self.up[root] != root:
+            root = self.up[root]
+        while i >= 0 and self.up[i] != i:
+            self.up[i], i = root, self.up[i]
+        return root
+
+    def below(self, key: int) -> tuple[int, int] | None:
+        """(key, position) of the untaken op with the greatest key smaller than `key`."""
+        position = self._find(bisect.bisect_left(self.keys, key) - 1)
+        return (self.keys[position], position) if position >= 0 else None
+
+    def take(self, position: int) -> None:
+        self.up[position] = position - 1
+
+
+def _lanes(ops: list[int], key: Any, candidates: dict, links: dict) -> tuple[dict, dict]:
+    grouped: dict[tuple[str, Any], list[tuple[int, int]]] = {}
+    for op in ops:
+        grouped.setdefault((candidates[op][2], links[op][1]), []).append((key(op), op))
+    lanes = {k: _Lane(v) for k, v in grouped.items()}
+    where = {op: (lanes[k], p) for k, lane in lanes.items() for p, op in enumerate(lane.ids)}
+    return lanes, where
+
+
+def _nearest_below(lanes: dict, annotation_type: str, tid: Any, key: int) -> tuple[_Lane, int] | None:
+    best: tuple[int, _Lane, int] | None = None
+    for (op_type, op_tid), lane in lanes.items():
+        if not _work_fits(annotation_type, op_type) or not (tid is None or op_tid is None or tid == op_tid):
+            continue
+        found = lane.below(key)
+        if found is not None and (best is None or found[0] > best[0]):
+            best = (found[0], lane, found[1])
+    return (best[1], best[2]) if best is not None else None
+
+
+def _pair_dispatchers(
+    loose: list[int],
+    dispatchers: list[int],
+    candidates: dict[int, tuple[_Node, int, str, str, dict[str, Any], _RpcArgs | None]],
+    links: dict[int, tuple[int | None, Any]],
+    ancestors: dict[int, list[int]],
+) -> dict[int, int]:
+    """Annotation id -> id of the c10d op that dispatched its work.
+
+    The work's record function is opened right after its dispatcher's, so by rf_id the annotation
+    belongs to the untaken c10d op of a fitting kind with the greatest smaller rf_id on the same
+    thread (tid). Its ctrl_deps parent does not tell: it is sometimes the c10d op, sometimes that op's
+    parent, and sometimes an unrelated earlier node. Without rf_ids: the nearest enclosing c10d op,
+    else the nearest one before it in the file.
+    """
+    pairs: dict[int, int] = {}
+    if not loose or not dispatchers:
+        return pairs
+    taken: set[int] = set()
+    with_rf = [d for d in dispatchers if links[d][0] is not None]
+    lanes, _ = _lanes(with_rf, lambda d: links[d][0], candidates, links)
+    rest: list[int] = []
+    for a in sorted(loose, key=lambda a: (links[a][0] is None, links[a][0] or 0, candidates[a][0].index)):
+        rf, tid = links[a]
+        found = _nearest_below(lanes, candidates[a][2], tid, rf) if rf is not None and lanes else None
+        if found is None:
+            rest.append(a)
+            continue
+        lane, position = found
+        lane.take(position)
+        pairs[a] = lane.ids[position]
+        taken.add(lane.ids[position])
+    if not rest:
+        return pairs
+
+    # Fallback: annotations without rf_id pair with any op; those with one only with ops without.
+    index = {d: candidates[d][0].index for d in dispatchers if d not in taken}
+    lanes_any, where_any = _lanes(list(index), index.__getitem__, candidates, links)
+    no_rf = [d for d in index if links[d][0] is None]
+    lanes_no_rf, where_no_rf = _lanes(no_rf, index.__getitem__, candidates, links)
+
+    def take(op: int) -> None:
+        taken.add(op)
+        for where in (where_any, where_no_rf):
+            if op in where:
+                lane, position = where[op]
+                lane.take(position)
+
+    for a in sorted(rest, key=lambda a: candidates[a][0].index):
+        rf, tid = links[a]
+        a_type = candidates[a][2]
+        chosen = None
+        for ancestor in ancestors.get(a, []):
+            if (
+                ancestor in index
+                and ancestor not in taken
+                and (rf is None or links[ancestor][0] is None)
+                and _work_fits(a_type, candidates[ancestor][2])
+            ):
+                chosen = ancestor
+                break
+        if chosen is None:
+            found = _nearest_below(
+                lanes_any if rf is None else lanes_no_rf, a_type, tid, candidates[a][0].index
+            )
+            if found is not None:
+                chosen = found[0].ids[found[1]]
+        if chosen is not None:
+            take(chosen)
+            pairs[a] = chosen
+    return pairs
+
+
 def _started_at(value: Any) -> datetime | None:
     """`time` is the writer's local wall clock with no zone; it is labelled UTC as written."""
     if not isinstance(value, str):
@@ -834,6 +994,8 @@ def _parse(source: Any, sink: Any) -> TraceMeta:
 
     # Collective candidates: (node, kind, comm_type, name, attrs, rpc args).
     candidates: dict[int, tuple[_Node, int, str, str, dict[str, Any], _RpcArgs | None]] = {}
+    # rf_id and thread of the annotation and c10d candidates, for pairing them.
+    links: dict[int, tuple[int | None, Any]] = {}
     for node in nodes:
         kind = _kind(node.name)
         if kind is None:
@@ -847,24 +1009,59 @@ def _parse(source: Any, sink: Any) -> TraceMeta:
             else:
                 name = node.name
             comm_type = comms.comm_type_of(name)
+            if comm_type is not None and kind != _KIND_RPC:
+                tid = attrs.get("tid")
+                links[node.id] = (_attr_int(attrs, "rf_id"), tid if isinstance(tid, int | str) else None)
         except _BAD_CONTENT as exc:
             raise TraceError(f"malformed {node.name} node: {exc}", node.where) from None
         if comm_type is not None and name is not None:
             candidates[node.id] = (node, kind, comm_type, name, attrs, args)
 
-    # Keep one node per logical collective: outermost record_param_comms, else an annotation, else c10d.
+    # Keep one node per logical collective: outermost record_param_comms; else a c10d op paired with
+    # the annotation of its work; else a lone annotation; else a lone c10d op.
     limit = len(nodes)
     above: dict[int, set[int]] = {}  # candidate id -> kinds of candidate ancestors
     below: set[int] = set()  # ids with an anchor/annotation candidate underneath
+    rpc_below: set[int] = set()  # ids with an anchor underneath
+    ancestors: dict[int, list[int]] = {}
     for cid, (_, kind, *_rest) in candidates.items():
         kinds: set[int] = set()
-        for ancestor in _ancestor_ids(cid, parents, limit):
+        chain = _ancestor_ids(cid, parents, limit)
+        for ancestor in chain:
             entry = candidates.get(ancestor)
             if entry is not None:
                 kinds.add(entry[1])
             if kind != _KIND_C10D:
                 below.add(ancestor)
+            if kind == _KIND_RPC:
+                rpc_below.add(ancestor)
         above[cid] = kinds
+        if kind == _KIND_ANNOTATION:
+            ancestors[cid] = chain
+
+    # Annotations with no anchor (gloo, or NCCL without record_param_comms) and the c10d ops that
+    # dispatched them: each pair is one collective, read from the c10d op. With gloo the ctrl_deps
+    # of these nodes are unreliable (a c10d op or gloo node may hang under an earlier, unrelated
+    # gloo node or c10d op), so only record_param_comms above or below rules a node out here.
+    loose = [
+        cid
+        for cid, entry in candidates.items()
+        if entry[1] == _KIND_ANNOTATION and _KIND_RPC not in above[cid] and cid not in rpc_below
+    ]
+    dispatchers = [
+        cid
+        for cid, entry in candidates.items()
+        if entry[1] == _KIND_C10D and _KIND_RPC not in above[cid] and cid not in rpc_below
+    ]
+    paired = _pair_dispatchers(loose, dispatchers, candidates, links, ancestors)  # annotation -> c10d op
+    dispatched = {op: annotation for annotation, op in paired.items()}
+    # A lone c10d op stays out when an unpaired annotation or a paired c10d op hangs under it.
+    blocked: set[int] = set()
+    for cid, chain in ancestors.items():
+        if cid not in paired:
+            blocked.update(chain)
+    for op in dispatched:
+        blocked.update(_ancestor_ids(op, parents, limit))
 
     rows: list[_Row] = []
     for cid, (node, kind, comm_type, name, attrs, args) in candidates.items():
@@ -872,9 +1069,9 @@ def _parse(source: Any, sink: Any) -> TraceMeta:
         if kind == _KIND_RPC:
             keep = _KIND_RPC not in kinds
         elif kind == _KIND_ANNOTATION:
-            keep = not kinds & {_KIND_RPC, _KIND_ANNOTATION} and cid not in below
+            keep = not kinds & {_KIND_RPC, _KIND_ANNOTATION} and cid not in below and cid not in paired
         else:
-            keep = not kinds and cid not in below
+            keep = cid in dispatched or (not kinds and cid not in rpc_below and cid not in blocked)
         if not keep:
             continue
         count = len(rows)
@@ -885,7 +1082,8 @@ def _parse(source: Any, sink: Any) -> TraceMeta:
             elif kind == _KIND_ANNOTATION:
                 rows.append(_annotation_row(node, comm_type, attrs, groups))
             else:
-                rows.append(_c10d_row(node, comm_type, attrs, groups))
+                work = candidates[dispatched[cid]][0] if cid in dispatched else None
+                rows.append(_c10d_row(node, comm_type, attrs, groups, work))
         except TraceError:
             raise
         except _BAD_CONTENT as exc:
