@@ -27,7 +27,7 @@ docs: $(VENV)/.installed
 # tracekit/parsers/et_def_pb2.py is generated from schemas/et_def.proto.
 proto: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[proto]'
-	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=../tracekit/parsers et_def.proto
+	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=../tracekit/parsers --pyi_out=../tracekit/parsers et_def.proto
 
 clean:
 	rm -rf $(VENV) sample.dataset .pytest_cache .ruff_cache

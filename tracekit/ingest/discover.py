@@ -2,8 +2,9 @@
 
 Rules, in order:
 - `--job NAME` puts every file of the invocation in job NAME.
-- A manifest (`tracekit_manifest.csv` at the top of a folder given to ingest, or `--manifest FILE`)
-  maps files, folders and archives (paths relative to the manifest) to jobs, labels and start times.
+- A manifest (`--manifest FILE`, or a `tracekit_manifest.csv` found in a folder being ingested, which
+  applies to the files below it) maps files, folders and archives (paths relative to the manifest)
+  to jobs, labels and start times.
 - Otherwise a folder is a job: files are grouped by the folder that holds them, named by its path
   relative to the folder given (the given folder's own name for files directly in it); an archive
   (tar, tgz) is one job named after the archive.
@@ -132,16 +133,27 @@ def discover(
             info = JobInfo(job or root.name, str(root), label)
             yield InputFile(info, str(root), root.name, error=f"{root}: no such file or folder")
             continue
-        local = explicit
-        if local is None and root.is_dir() and (root / MANIFEST_NAME).is_file():
-            local = read_manifest(root / MANIFEST_NAME)
         if root.is_dir():
-            files = sorted(p for p in root.rglob("*") if p.is_file() and looks_like_trace(p.name))
+            files = sorted(p for p in root.rglob("*") if p.is_file())
+            manifests = {p.parent: read_manifest(p) for p in files if p.name == MANIFEST_NAME}
             for file in files:
+                if not looks_like_trace(file.name):
+                    continue
+                local = explicit or _nearest(manifests, file, root)
                 folder = file.parent.relative_to(root).parts
                 yield from _expand(file, _job_for(file, folder, root.resolve().name, job, label, local))
         else:
-            yield from _expand(root, _job_for(root, (), root.resolve().parent.name, job, label, local))
+            yield from _expand(root, _job_for(root, (), root.resolve().parent.name, job, label, explicit))
+
+
+def _nearest(manifests: dict[Path, Manifest], file: Path, root: Path) -> Manifest | None:
+    """The manifest in the closest folder above `file`, up to `root`."""
+    for folder in file.parents:
+        if folder in manifests:
+            return manifests[folder]
+        if folder == root:
+            break
+    return None
 
 
 def _job_for(
