@@ -54,6 +54,9 @@ def test_module_respects_the_layering(path: Path) -> None:
 
 
 def test_importing_the_library_does_not_load_the_cli_stack() -> None:
-    code = "import sys, tracekit.ingest, tracekit.api; print(sorted(m for m in ('typer', 'rich', 'altair') if m in sys.modules))"
+    code = (
+        "import sys, tracekit.ingest, tracekit.api; "
+        "print(sorted(m for m in ('typer', 'rich', 'altair') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -62,9 +62,7 @@ def _launch(ts: float, corr: int, ext: int, pid: Any = PID, tid: Any = TID):
     )
 
 
-def _kernel(
-    name: str, ts: float, dur: float, corr: int, ext: int, pid: Any = GPU, tid: Any = STREAM, **args: Any
-):
+def _kernel(name: str, ts: float, dur: float, corr: int, ext: int, pid: Any = GPU, tid: Any = STREAM, **args: Any):
     return _x(
         name,
         ts,
@@ -118,9 +116,7 @@ def test_hta_nccl_2gpu(public_traces: Path) -> None:
         [0, 1],
     )
     # baseTimeNanoseconds 1711964646000000000 + first ts 4458676388068.751 µs.
-    expected_start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-        microseconds=1711964646000000 + 4458676388068.751
-    )
+    expected_start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=1711964646000000 + 4458676388068.751)
     assert meta.started_at == expected_start
     assert meta.started_at.date().isoformat() == "2024-05-23"  # INFO lines: 2024-05-22 17:15 local (PDT)
 
@@ -190,6 +186,154 @@ def test_dlrm_kineto_8_ranks(public_traces: Path) -> None:
                 assert r["op_name"] in ("nccl:all_reduce", "nccl:all_to_all")
             assert {r["is_uneven"] for r in rows if r["comm_type"] == "ALL_TO_ALL"} == {None}
     assert sorted(ranks) == list(range(8))
+
+
+# Real torch 2.13 CPU/gloo traces (sample_traces/README.md): 4 jobs x 4 ranks, 2 profiled steps.
+CAPTURED = Path(__file__).parents[2] / "sample_traces" / "captured"
+RANKS = range(4)
+
+
+def _captured(job: str, rank: int):
+    sink = MemorySink()
+    meta = kineto.parse(source_for(CAPTURED / job / f"kineto_rank{rank}.json.gz"), sink)
+    return meta, sink.table("collectives").to_pylist()
+
+
+def _gloo_starts(job: str, rank: int) -> dict[int, float]:
+    """Record function id -> ts of each gloo work annotation, read straight from the file."""
+    doc = json.loads(gzip.decompress((CAPTURED / job / f"kineto_rank{rank}.json.gz").read_bytes()))
+    return {
+        ev["args"]["Record function id"]: ev["ts"]
+        for ev in doc["traceEvents"]
+        if ev.get("ph") == "X" and str(ev.get("name", "")).startswith("gloo:")
+    }
+
+
+def _kinds(rows: list[dict[str, Any]]) -> collections.Counter[str]:
+    return collections.Counter(r["comm_type"] for r in rows)
+
+
+@pytest.mark.parametrize("job", ["ddp_mlp", "fsdp_mlp", "moe_alltoall", "pipeline_p2p"])
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_gloo_rows_are_c10d_ops_timed_by_their_gloo_work(job: str, rank: int) -> None:
+    meta, rows = _captured(job, rank)
+    assert (meta.rank, meta.world_size, meta.process_groups[0].backend) == (rank, 4, "gloo")
+    gloo = _gloo_starts(job, rank)
+    assert len(rows) == len(gloo)  # each logical collective once: c10d op + gloo work = one row
+    rf_ids = sorted(gloo)
+    for r in rows:
+        assert r["source"] == "c10d" and r["rf_id"] is not None and r["rf_id"] > 0
+        assert not r["op_name"].startswith(("c10d::", "gloo:"))
+        assert r["in_bytes"] is not None and r["dtype"] is not None
+        assert (r["out_bytes"] is None) == (r["comm_type"] == "SEND")  # a send has no output buffer
+        # Timed by the gloo event with the next Record function id above the op's.
+        work = next(rf for rf in rf_ids if rf > r["rf_id"])
+        assert r["start_us"] == gloo[work], (r["op_id"], r["rf_id"], work)
+    assert len({r["rf_id"] for r in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_ddp_mlp(rank: int) -> None:
+    _, rows = _captured("ddp_mlp", rank)
+    assert _kinds(rows) == {"ALL_REDUCE": 8, "BROADCAST": 2}
+    ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
+    assert collections.Counter(r["in_elems"] for r in ar) == {69_904: 2, 65_792: 4, 16_640: 2}
+    assert {(r["dtype"], r["op_name"]) for r in ar} == {("Float", "allreduce_")}
+    assert all(r["in_bytes"] == 4 * r["in_elems"] == r["out_bytes"] for r in ar)
+    bc = [r for r in rows if r["comm_type"] == "BROADCAST"]
+    assert [(r["op_name"], r["dtype"], r["in_elems"], r["in_bytes"]) for r in bc] == [
+        ("broadcast_", "Int", 11, 44),
+        ("broadcast_", "Int", 4, 16),
+    ]
+    # One group on the rank: pg_name / group_size derived from it.
+    assert {(r["pg_name"], r["group_size"], tuple(r["inferred"])) for r in rows} == {
+        ("0", 4, ("pg_name", "group_size"))
+    }
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_fsdp_mlp_reduce_scatter_stays_reduce_scatter(rank: int) -> None:
+    _, rows = _captured("fsdp_mlp", rank)
+    # gloo runs each _reduce_scatter_base_ as gloo:all_reduce: still one REDUCE_SCATTER row each.
+    assert _kinds(rows) == {"ALL_GATHER": 12, "REDUCE_SCATTER": 6}
+    ag = [r for r in rows if r["comm_type"] == "ALL_GATHER"]
+    rs = [r for r in rows if r["comm_type"] == "REDUCE_SCATTER"]
+    assert {r["op_name"] for r in ag} == {"_allgather_base_"}
+    assert {r["op_name"] for r in rs} == {"_reduce_scatter_base_"}
+    assert all(r["out_elems"] == 4 * r["in_elems"] for r in ag)
+    assert all(r["in_elems"] == 4 * r["out_elems"] for r in rs)
+    # in_bytes: the local shard for all-gather, the full input for reduce-scatter.
+    assert collections.Counter(r["in_bytes"] for r in ag) == {2080 * 4: 4, 4128 * 4: 4, 516 * 4: 4}
+    assert collections.Counter(r["in_bytes"] for r in rs) == {8320 * 4: 2, 16_512 * 4: 2, 2064 * 4: 2}
+    assert {r["dtype"] for r in rows} == {"Float"}
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_moe_alltoall(rank: int) -> None:
+    _, rows = _captured("moe_alltoall", rank)
+    assert _kinds(rows) == {"ALL_TO_ALL": 10, "ALL_REDUCE": 2}
+    a2a = [r for r in rows if r["comm_type"] == "ALL_TO_ALL"]
+    even = [r for r in a2a if not r["is_uneven"]]
+    uneven = [r for r in a2a if r["is_uneven"]]
+    assert len(even) == 2 and len(uneven) == 8
+    for r in even:  # token counts: int64, 4 elements, empty split lists
+        assert (r["is_uneven"], r["dtype"], r["in_elems"], r["out_elems"], r["in_bytes"]) == (
+            False,
+            "Long",
+            4,
+            4,
+            32,
+        )
+        assert r["in_splits"] is None and r["out_splits"] is None
+    for r in uneven:  # rows of 32 fp32; splits count rows
+        assert r["dtype"] == "Float" and len(r["in_splits"]) == len(r["out_splits"]) == 4
+        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_bytes"] == 4 * r["in_elems"]
+    # Dispatch and combine swap the split lists.
+    pairs = collections.Counter((tuple(r["in_splits"]), tuple(r["out_splits"])) for r in uneven)
+    assert all(pairs[(o, i)] == n for (i, o), n in pairs.items())
+    if rank == 1:  # README: rank 1, first profiled step, in splits [5,2,4,1] -> out [4,2,5,3]
+        first = uneven[0]
+        assert (first["in_splits"], first["out_splits"]) == ([5, 2, 4, 1], [4, 2, 5, 3])
+        assert (first["in_elems"], first["out_elems"]) == (384, 448)
+    ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
+    assert [(r["dtype"], r["in_elems"]) for r in ar] == [("Float", 1056)] * 2
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_pipeline_p2p(rank: int) -> None:
+    meta, rows = _captured("pipeline_p2p", rank)
+    # README: 2 micro-batches per step x 2 steps: 4 sends and 4 receives per rank.
+    assert _kinds(rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
+    peer = rank ^ 1  # pipelines 0<->1 and 2<->3
+    p2p = [r for r in rows if r["comm_type"] in ("SEND", "RECV")]
+    assert {(r["op_name"], r["comm_type"]) for r in p2p} == {("send", "SEND"), ("recv_", "RECV")}
+    assert {(r["peer"], r["dtype"], r["in_elems"], r["in_bytes"]) for r in p2p} == {(peer, "Float", 128, 512)}
+    # Stage 0 sends the activation first; stage 1 receives it first.
+    assert p2p[0]["comm_type"] == ("SEND" if rank in (0, 2) else "RECV")
+    # The op does not name its group: for ranks 0 and 1 the local peer rank reads differently in
+    # the DP sub-group ([0, 2] / [1, 3]), so the whole-world reading is an inference.
+    assert {"peer" in r["inferred"] for r in p2p} == {rank in (0, 1)}
+    bc = [r for r in rows if r["comm_type"] == "BROADCAST"]
+    assert [(r["dtype"], r["in_elems"]) for r in bc] == [("Float", 4)] * 2
+    ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
+    assert collections.Counter(r["in_elems"] for r in ar) == {2048: 4, 64: 2, 32: 2}
+    # Two groups on the rank (world and its DP pair): the group of an op is not guessed.
+    assert len(meta.process_groups) == 2
+    assert all(r["pg_name"] is None and r["group_size"] is None for r in rows)
+
+
+@pytest.mark.parametrize("job", ["ddp_mlp", "fsdp_mlp", "moe_alltoall", "pipeline_p2p"])
+@pytest.mark.parametrize("rank", RANKS)
+def test_captured_kineto_rows_match_pytorch_et(job: str, rank: int) -> None:
+    # Host (ET) and profiler (Kineto) rows link by rf_id: the same collectives, kinds and sizes.
+    import tracekit
+
+    _, rows = _captured(job, rank)
+    et = tracekit.parse_file(CAPTURED / job / f"et_rank{rank}.json.gz").collectives.to_pylist()
+    assert {(r["rf_id"], r["comm_type"], r["in_bytes"]) for r in rows} == {
+        (r["rf_id"], r["comm_type"], r["in_bytes"]) for r in et
+    }
 
 
 # ---------------------------------------------------------------------------------- generations
@@ -299,9 +443,7 @@ def test_g4_dev_kernels_rank_seq() -> None:
     meta, rows, ops = _parse(_g4_doc())
     assert [g.pg_name for g in meta.process_groups] == ["0", "1"]
     assert meta.process_groups[0].ranks == [] and meta.process_groups[1].ranks == [0, 2, 4, 6]
-    assert meta.started_at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-        microseconds=1_750_000_000_000_000 + 1000
-    )
+    assert meta.started_at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=1_750_000_000_000_000 + 1000)
     ag, rs = rows
     assert (ag["op_id"], ag["comm_type"], ag["op_name"]) == (2, "ALL_GATHER", "_allgather_base")
     assert (ag["in_bytes"], ag["out_bytes"], ag["seq"], ag["rf_id"]) == (2048, 8192, 7, 700)
@@ -324,9 +466,7 @@ def test_golden_g4_collectives() -> None:
     if os.environ.get("TRACEKIT_REGEN_GOLDEN"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
-    assert json.loads(path.read_text()) == json.loads(text), (
-        f"regenerate with TRACEKIT_REGEN_GOLDEN=1 ({path})"
-    )
+    assert json.loads(path.read_text()) == json.loads(text), f"regenerate with TRACEKIT_REGEN_GOLDEN=1 ({path})"
 
 
 def test_pid_tid_as_strings() -> None:
@@ -353,12 +493,8 @@ def test_pid_tid_as_strings() -> None:
 
 def test_unexpected_field_types_take_the_tolerant_path() -> None:
     doc = _g4_doc()
-    doc["traceEvents"].append(
-        {"ph": "X", "cat": "cpu_op", "name": 5, "pid": [1], "tid": None, "ts": 3000, "dur": 1}
-    )
-    doc["traceEvents"].append(
-        {"ph": "i", "name": "instant", "pid": PID, "tid": TID, "ts": 3001, "args": "not a dict"}
-    )
+    doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": 5, "pid": [1], "tid": None, "ts": 3000, "dur": 1})
+    doc["traceEvents"].append({"ph": "i", "name": "instant", "pid": PID, "tid": TID, "ts": 3001, "args": "not a dict"})
     doc["schemaVersion"] = {"odd": True}
     meta, rows, ops = _parse(doc)
     _, expected, _ = _parse(_g4_doc())
@@ -385,23 +521,23 @@ def test_cpu_gloo_trace_without_kernels() -> None:
         _x("c10d::barrier", 300, 9),
         _x("c10d::wait", 310, 1),
     ]
-    pg = [
-        {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "pg_size": 2, "ranks": [0, 1]}
-    ]
+    pg = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "pg_size": 2, "ranks": [0, 1]}]
     meta, rows, _ = _parse(
         _doc(events, distributedInfo={"backend": "gloo", "rank": 1, "world_size": 2, "pg_config": pg})
     )
     assert meta.process_groups[0].backend == "gloo"
     assert [(r["op_id"], r["comm_type"], r["source"]) for r in rows] == [
         (1, "ALL_REDUCE", "record_param_comms"),
-        (5, "BROADCAST", "annotation"),
+        (4, "BROADCAST", "c10d"),  # the c10d op's row, timed by its gloo annotation
         (6, "BARRIER", "c10d"),
     ]
     ar, bc, bar = rows
     assert (ar["start_us"], ar["duration_us"], ar["in_bytes"], ar["group_size"]) == (105, 50, 80, 2)
-    assert (bc["start_us"], bc["duration_us"], bc["op_name"], bc["rf_id"]) == (205, 20, "gloo:broadcast", 56)
-    assert bc["in_bytes"] is None and bc["group_size"] is None
-    assert (bar["start_us"], bar["op_name"]) == (300, "c10d::barrier")
+    assert (bc["start_us"], bc["duration_us"], bc["op_name"], bc["rf_id"]) == (205, 20, "broadcast_", 55)
+    assert bc["in_bytes"] is None
+    # The rank is in one group only, so that is the op's group (derived, hence inferred).
+    assert (bc["pg_name"], bc["group_size"], bc["inferred"]) == ("0", 2, ["pg_name", "group_size"])
+    assert (bar["start_us"], bar["duration_us"], bar["op_name"]) == (300, 9, "barrier")
 
 
 def test_gloo_worker_thread_annotations_pair_with_c10d_ops() -> None:
@@ -418,13 +554,172 @@ def test_gloo_worker_thread_annotations_pair_with_c10d_ops() -> None:
         _x("gloo:broadcast", 500, 4, cat="user_annotation", tid=worker),  # no c10d op before it
     ]
     _, rows, _ = _parse(_doc(events))
-    got = [(r["op_id"], r["comm_type"], r["source"]) for r in rows]
+    # No Record function ids: first-in-first-out per kind. Each pair is one row, the c10d op's,
+    # timed by the annotation (the actual work).
+    got = [(r["op_id"], r["comm_type"], r["source"], r["start_us"]) for r in rows]
     assert got == [
-        (3, "ALL_REDUCE", "c10d"),
-        (4, "BARRIER", "annotation"),
-        (5, "BARRIER", "annotation"),
-        (6, "ALL_GATHER", "annotation"),
-        (7, "BROADCAST", "annotation"),
+        (0, "BARRIER", "c10d", 115),
+        (1, "ALL_GATHER", "c10d", 400),
+        (2, "BARRIER", "c10d", 205),
+        (3, "ALL_REDUCE", "c10d", 300),  # no annotation: the op's own time
+        (7, "BROADCAST", "annotation", 500),
+    ]
+    assert [r["op_name"] for r in rows] == [
+        "barrier",
+        "allgather_",
+        "barrier",
+        "allreduce_",
+        "gloo:broadcast",
+    ]
+
+
+def _c10d(name: str, ts: float, dur: float, rf: int, dims: list[Any], types: list[str], concrete: list[str]):
+    args = {"Record function id": rf, "Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}
+    return _x(name, ts, dur, **args)
+
+
+def _gloo(name: str, ts: float, dur: float, rf: int, dims: list[Any], dtype: str, tid: Any = TID):
+    args = {"Record function id": rf, "Input Dims": dims, "Input type": [dtype], "Concrete Inputs": [""]}
+    return _x(name, ts, dur, cat="user_annotation", tid=tid, **args)
+
+
+def _gloo_doc(rf_offset: int = 0) -> dict[str, Any]:
+    """torch 2.13 + gloo: c10d ops on the main thread, gloo work on two worker threads, no
+    record_param_comms. rf_offset=None-like use: pass a huge negative offset to zero ids out."""
+    worker_a, worker_b = 2001, 2002
+    coll = ["", "Scalar", "Scalar"]
+
+    def rf(n: int) -> int:
+        return max(n + rf_offset, 0)
+
+    events = [
+        _c10d("c10d::_allgather_base_", 100, 10, rf(24), [[8], [2], [], [], []], ["float", "float", *coll], []),
+        # FSDP reduce-scatter: gloo runs it as an all_reduce of the full input, before the
+        # all-gather's work starts (so neither kind nor time order can pair them).
+        _c10d(
+            "c10d::_reduce_scatter_base_",
+            120,
+            5,
+            rf(92),
+            [[2], [8], [], [], [], []],
+            ["float", "float", "", *coll],
+            [],
+        ),
+        _c10d(
+            "c10d::allreduce_",
+            130,
+            5,
+            rf(100),
+            [[[6]], [], [], [], [], []],
+            ["TensorList", "", "", *coll],
+            [],
+        ),
+        _gloo("gloo:all_reduce", 126, 50, rf(93), [[8]], "float", tid=worker_a),
+        _gloo("gloo:all_gather", 150, 20, rf(39), [[2]], "float", tid=worker_b),
+        _gloo("gloo:all_reduce", 200, 7, rf(101), [[6]], "float", tid=worker_a),
+        # all-to-allv: (output, input, pg, output_split_sizes, input_split_sizes, ...), rows of 2.
+        _c10d(
+            "c10d::alltoall_base_",
+            300,
+            5,
+            rf(300),
+            [[7, 2], [5, 2], [], [], [], [], []],
+            ["float", "float", "", "ScalarList", "ScalarList", "Scalar", "Scalar"],
+            ["", "", "", "[3, 1, 2, 1]", "[2, 1, 1, 1]", "False", "-1"],
+        ),
+        _gloo("gloo:all_to_all", 302, 9, rf(301), [[5, 2]], "float", tid=worker_b),
+        # even all_to_all_single: empty split lists; its gloo work is not in the trace
+        _c10d(
+            "c10d::alltoall_base_",
+            320,
+            5,
+            rf(310),
+            [[4], [4], [], [], [], [], []],
+            ["long int", "long int", "", "ScalarList", "ScalarList", "Scalar", "Scalar"],
+            ["", "", "", "[]", "[]", "False", "-1"],
+        ),
+        # send on the main thread: the gloo event starts inside the op and ends after it
+        _c10d(
+            "c10d::send",
+            400,
+            10,
+            rf(320),
+            [[[4, 32]], [], [], []],
+            ["TensorList", "", "Scalar", "Scalar"],
+            ["", "", "3", "0"],
+        ),
+        _gloo("gloo:send", 405, 30, rf(321), [[4, 32]], "float"),
+    ]
+    pg = [
+        {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cpu:gloo",
+            "pg_size": 4,
+            "ranks": [0, 1, 2, 3],
+        }
+    ]
+    return _doc(events, distributedInfo={"backend": "gloo", "rank": 1, "world_size": 4, "pg_config": pg})
+
+
+def test_gloo_c10d_rows_paired_by_record_function_id() -> None:
+    _, rows, _ = _parse(_gloo_doc())
+    got = [(r["op_id"], r["op_name"], r["comm_type"], r["rf_id"], r["source"], r["start_us"]) for r in rows]
+    assert got == [
+        (0, "_allgather_base_", "ALL_GATHER", 24, "c10d", 150),
+        (1, "_reduce_scatter_base_", "REDUCE_SCATTER", 92, "c10d", 126),  # gloo:all_reduce rf 93
+        (2, "allreduce_", "ALL_REDUCE", 100, "c10d", 200),
+        (6, "alltoall_base_", "ALL_TO_ALL", 300, "c10d", 302),
+        (8, "alltoall_base_", "ALL_TO_ALL", 310, "c10d", 320),  # no gloo event: the op's time
+        (9, "send", "SEND", 320, "c10d", 405),
+    ]
+    ag, rs, ar, a2av, a2a, send = rows
+    # Chakra's comm sizes: local shard for all-gather, full input for reduce-scatter.
+    assert (ag["dtype"], ag["in_elems"], ag["out_elems"], ag["in_bytes"], ag["out_bytes"]) == (
+        "Float",
+        2,
+        8,
+        8,
+        32,
+    )
+    assert (rs["in_elems"], rs["out_elems"], rs["in_bytes"], rs["out_bytes"]) == (8, 2, 32, 8)
+    assert (rs["duration_us"], ar["duration_us"]) == (50, 7)
+    # A TensorList carries no dtype: the gloo annotation's tensor gives it.
+    assert (ar["dtype"], ar["in_elems"], ar["in_bytes"], ar["out_bytes"]) == ("Float", 6, 24, 24)
+    assert (a2av["in_elems"], a2av["out_elems"], a2av["in_bytes"]) == (10, 14, 40)
+    assert (a2av["in_splits"], a2av["out_splits"], a2av["is_uneven"]) == ([2, 1, 1, 1], [3, 1, 2, 1], True)
+    assert (a2a["dtype"], a2a["in_bytes"], a2a["in_splits"], a2a["is_uneven"]) == ("Long", 32, None, False)
+    assert (send["peer"], send["in_bytes"], send["out_bytes"], send["duration_us"]) == (3, 512, None, 30)
+    for r in rows:
+        assert (r["pg_name"], r["group_size"]) == ("0", 4)
+        assert r["inferred"] == ["pg_name", "group_size"]  # the peer is certain: one group
+
+
+def test_record_function_id_zero_is_unknown() -> None:
+    # G4 traces write `Record function id` 0 on every event: null, so rf_id joins cannot false-match.
+    doc = _g4_doc()
+    for ev in doc["traceEvents"]:
+        if "Record function id" in ev.get("args", {}):
+            ev["args"]["Record function id"] = 0
+    _, rows, _ = _parse(doc)
+    assert len(rows) == 2 and [r["rf_id"] for r in rows] == [None, None]
+    _, expected, _ = _parse(_g4_doc())
+    assert [r["rf_id"] for r in expected] == [700, 800]
+
+    # gloo with every id 0: pairing falls back to enclosure / first-in-first-out per kind.
+    _, rows, _ = _parse(_gloo_doc(rf_offset=-10_000))
+    assert all(r["rf_id"] is None for r in rows)
+    got = [(r["op_id"], r["comm_type"], r["source"], r["start_us"]) for r in rows]
+    assert got == [
+        (0, "ALL_GATHER", "c10d", 150),
+        # Without ids the reduce-scatter's gloo:all_reduce cannot be told from the allreduce's:
+        # it starts before the allreduce_ op, so it stays alone and the reduce-scatter has op time.
+        (1, "REDUCE_SCATTER", "c10d", 120),
+        (2, "ALL_REDUCE", "c10d", 200),
+        (3, "ALL_REDUCE", "annotation", 126),
+        (6, "ALL_TO_ALL", "c10d", 302),
+        (8, "ALL_TO_ALL", "c10d", 320),
+        (9, "SEND", "c10d", 405),
     ]
 
 
@@ -498,12 +793,8 @@ def test_annotation_enclosing_the_anchor_is_not_counted_twice() -> None:
 
 def test_kernel_only_trace() -> None:
     events = [
-        _kernel(
-            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 10, 5, 1, 1
-        ),
-        _kernel(
-            "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 20, 6, 2, 2
-        ),
+        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 10, 5, 1, 1),
+        _kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 20, 6, 2, 2),
         _kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", 30, 7, 3, 3),
         _kernel("ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 40, 8, 4, 4),
         _kernel("void at::native::vectorized_elementwise_kernel<4>(...)", 50, 1, 5, 5),
@@ -698,9 +989,7 @@ def test_bad_comm_arg_values_do_not_crash() -> None:
         "Seq": [],
         "Record function id": "3",
     }
-    huge = _comm_args(
-        "allreduce", "Float", 2**70, 2**62, 2**40, Seq=2**64, **{"In split size": f"[{2**64}, 1]"}
-    )
+    huge = _comm_args("allreduce", "Float", 2**70, 2**62, 2**40, Seq=2**64, **{"In split size": f"[{2**64}, 1]"})
     _, rows, _ = _parse(_doc([_x("record_param_comms", 1, 1, **odd), _x("record_param_comms", 5, 1, **huge)]))
     row, big = rows
     assert row["comm_type"] == "ALL_REDUCE" and row["dtype"] is None and row["in_elems"] is None
@@ -724,17 +1013,13 @@ def synthetic_trace(path: Path, target_bytes: int) -> int:
     with open(path, "w") as out:
         out.write('{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8, ')
         out.write('"pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", ')
-        out.write(
-            '"pg_size": 8, "ranks": [0, 1, 2, 3, 4, 5, 6, 7]}]}, "baseTimeNanoseconds": 1711964646000000000,'
-        )
+        out.write('"pg_size": 8, "ranks": [0, 1, 2, 3, 4, 5, 6, 7]}]}, "baseTimeNanoseconds": 1711964646000000000,')
         out.write('\n  "traceEvents": [\n')
         ts, corr, n_coll, written, first = 1_000_000.0, 1, 0, 0, True
         while written < target_bytes:
             block = []
             for _ in range(20):  # compute: python_function, aten op, launch, kernel, flow events
-                block.append(
-                    _x("nn.Module: Linear", ts, 40, cat="python_function", tid=TID, **{"Python id": corr})
-                )
+                block.append(_x("nn.Module: Linear", ts, 40, cat="python_function", tid=TID, **{"Python id": corr}))
                 block.append(
                     _x(
                         "aten::mm",
@@ -756,9 +1041,7 @@ def synthetic_trace(path: Path, target_bytes: int) -> int:
                     }
                 )
                 block.append(
-                    _kernel(
-                        "ampere_sgemm_128x64_tn", ts + 50, 20.5, corr, corr, grid=[8, 1, 1], block=[256, 1, 1]
-                    )
+                    _kernel("ampere_sgemm_128x64_tn", ts + 50, 20.5, corr, corr, grid=[8, 1, 1], block=[256, 1, 1])
                 )
                 ts += 60
                 corr += 1
@@ -771,17 +1054,11 @@ def synthetic_trace(path: Path, target_bytes: int) -> int:
                 **{"Process Group Name": "0", "Process Group Ranks": "[0, ...]"},
             )
             block.append(_x("c10d::allreduce_", ts, 50, **{"External id": corr}))
-            block.append(
-                _x("record_param_comms", ts + 2, 40, **args, **{"External id": corr + 1, "Seq": n_coll})
-            )
-            block.append(
-                _x("nccl:all_reduce", ts + 4, 30, cat="user_annotation", **{"External id": corr + 2})
-            )
+            block.append(_x("record_param_comms", ts + 2, 40, **args, **{"External id": corr + 1, "Seq": n_coll}))
+            block.append(_x("nccl:all_reduce", ts + 4, 30, cat="user_annotation", **{"External id": corr + 2}))
             block.append(_launch(ts + 10, corr + 1, corr + 1))
             block.append(
-                _kernel(
-                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", ts + 60, 300, corr + 1, corr + 1, **args
-                )
+                _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", ts + 60, 300, corr + 1, corr + 1, **args)
             )
             ts += 400
             corr += 3
@@ -802,9 +1079,7 @@ def test_synthetic_trace_parses(tmp_path: Path) -> None:
     sink = MemorySink()
     kineto.parse(source_for(path), sink)
     rows = sink.table("collectives").to_pylist()
-    assert len(rows) == n and all(
-        r["duration_us"] == 300 and r["source"] == "record_param_comms" for r in rows
-    )
+    assert len(rows) == n and all(r["duration_us"] == 300 and r["source"] == "record_param_comms" for r in rows)
     assert [r["seq"] for r in rows] == list(range(n))
 
 
@@ -827,9 +1102,7 @@ def test_throughput_100mb() -> None:
     )
     wall, cpu = [], []
     for _ in range(3):
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-        )
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
         dt, dc, ops, colls, rss_kb = out.stdout.split()
         wall.append(float(dt))
         cpu.append(float(dc))

@@ -23,12 +23,25 @@ kernel(s) (device time), else from the CPU op. `record_param_comms` events that 
 collective (`wait`, `coalesced`, G1 waits with no annotation, c10d op or kernel) give no row but
 still own the kernels launched inside them.
 
+Without `record_param_comms` (gloo in torch 2.x emits none) a call is a `c10d::` dispatcher op on
+the calling thread plus a `gloo:` work annotation, mostly on a `pt_gloo_runloop` worker thread
+(send/recv on the calling thread), which starts after the op and often after it returned. The row
+is the c10d op's (source 'c10d'): op_id, `Record function id`, name without `c10d::`, comm_type
+(so FSDP's `_reduce_scatter_base_`, which gloo runs as `gloo:all_reduce`, stays REDUCE_SCATTER),
+sizes from `Input Dims`/`Input type` (`_allgather_base_`, `_reduce_scatter_base_`, `alltoall_base_`
+list the output first; a TensorList has no dtype, the annotation's tensor gives it) and all-to-all
+splits from `Concrete Inputs` ('[4, 2, 5, 3]'). start/duration come from the paired annotation (the
+actual transfer), else from the op. An annotation belongs to the c10d op with the greatest
+`Record function id` below its own not yet paired; without ids, to the c10d op enclosing it, else
+first-in-first-out per kind (`_pair_annotations`). A `Record function id` of 0 (G4 writes 0 on every
+event) is unknown: rf_id is null then, so joins on it cannot false-match.
+
 Fallbacks, each taking only what the level above did not explain: `nccl:`/`gloo:` annotations
-outside any anchor (source 'annotation'), then `c10d::` ops enclosing neither an anchor nor such an
-annotation (source 'c10d'), then NCCL kernels matched to nothing (source 'kernel'; comm_type and
-dtype from the kernel name, marked inferred, unless the kernel carries G3+ comm args). SendRecv and
-Generic kernels alone cannot be classified (send, recv and all-to-all all run as SendRecv) and are
-skipped; the number skipped is logged at INFO level.
+paired with no c10d op (source 'annotation'), then `c10d::` ops with neither an anchor nor an
+annotation (source 'c10d', CPU time), then NCCL kernels matched to nothing (source 'kernel';
+comm_type and dtype from the kernel name, marked inferred, unless the kernel carries G3+ comm args).
+SendRecv and Generic kernels alone cannot be classified (send, recv and all-to-all all run as
+SendRecv) and are skipped; the number skipped is logged at INFO level.
 
 `started_at`: Kineto writes `ts` relative to `baseTimeNanoseconds`, a wall-clock epoch time
 (system_clock, floored to a 3-month interval so that ns timestamps stay exact as doubles; see
@@ -169,12 +182,8 @@ def _decode_tolerant(data: bytes) -> _Trace:
     version = doc.get("schemaVersion")
     return _Trace(
         traceEvents=events,
-        schemaVersion=version
-        if isinstance(version, (int, float, str)) and not isinstance(version, bool)
-        else None,
-        distributedInfo=msgspec.Raw(msgspec.json.encode(dist))
-        if isinstance(dist, dict)
-        else msgspec.Raw(b""),
+        schemaVersion=version if isinstance(version, (int, float, str)) and not isinstance(version, bool) else None,
+        distributedInfo=msgspec.Raw(msgspec.json.encode(dist)) if isinstance(dist, dict) else msgspec.Raw(b""),
         baseTimeNanoseconds=base if isinstance(base, (int, float)) and not isinstance(base, bool) else None,
     )
 
@@ -483,20 +492,28 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
     for i in loose_annotations:
         units[i] = _Unit(i, "annotation", _args(events[i]))
 
-    # c10d ops enclosing an anchor or a loose annotation are consumed by it.
+    # c10d ops enclosing an anchor are consumed by it (the anchor is the row).
     c10d_spans = _spans(events, c10d_ops)
     consumed = set()
-    for i in anchors + loose_annotations:
+    for i in anchors:
         e = events[i]
         op = c10d_spans.innermost(_thread(e), e.ts, _end(e))
         if op is not None:
             consumed.add(op)
             if units[i].c10d is None:
                 units[i].c10d = op
-    _pair_async(events, c10d_ops, loose_annotations, consumed, units)
-    for i in c10d_ops:
-        if i not in consumed and comm_type_of(events[i].name) is not None:
-            units[i] = _Unit(i, "c10d", _args(events[i]))
+    # A loose annotation is the work of a c10d op (gloo runs it on a worker thread): the row is
+    # the c10d op's, timed by the annotation. Unpaired c10d ops and annotations stand alone.
+    free = [i for i in c10d_ops if i not in consumed and comm_type_of(events[i].name) is not None]
+    c10d_args = {i: _args(events[i]) for i in free}
+    paired = _pair_annotations(events, free, c10d_args, loose_annotations, units, c10d_spans)
+    for ann, op in paired.items():
+        del units[ann]
+        units[op] = _Unit(op, "c10d", c10d_args[op])
+        units[op].annotation = ann
+    for i in free:
+        if i not in units:
+            units[i] = _Unit(i, "c10d", c10d_args[i])
 
     # Kernels: by their launch (correlation) inside a unit's span, else by External id.
     kernel_args = {k: _args(events[k]) for k in kernels}
@@ -582,28 +599,77 @@ def _clamp(row: dict[str, Any]) -> None:
             row[key] = None
 
 
-def _pair_async(
-    events: list[_Event], c10d_ops: list[int], loose: list[int], consumed: set[int], units: dict[int, _Unit]
-) -> None:
-    """Gloo runs a collective on its own worker thread: the `gloo:` annotation starts there after
-    the `c10d::` op on the calling thread (often after it returned), so neither encloses the other.
-    Pair such leftovers first-in-first-out per process and kind, each annotation with the earliest
-    unpaired c10d op that started before it, so that the operation is counted once (as the
-    annotation, which spans the actual work)."""
+def _rf_id(args: dict[str, Any]) -> int | None:
+    """`Record function id`; 0 (what G4 traces write on every event) and below are unknown, so that
+    rf_id joins cannot false-match."""
+    value = _int(args.get("Record function id"))
+    return value if value is not None and value > 0 else None
+
+
+def _pair_annotations(
+    events: list[_Event],
+    free: list[int],
+    c10d_args: dict[int, dict[str, Any]],
+    loose: list[int],
+    units: dict[int, _Unit],
+    c10d_spans: _Spans,
+) -> dict[int, int]:
+    """Pair each loose annotation with the c10d op whose work it is: {annotation: c10d op}.
+
+    1. Record function ids: an annotation belongs to the c10d op (same process) with the greatest
+       rf id below its own that is not yet paired (annotations taken in rf id order). The kind is
+       not compared: gloo runs `_reduce_scatter_base_` as `gloo:all_reduce`.
+    2. Annotations without usable ids: the c10d op enclosing the annotation on its thread.
+    3. Then first-in-first-out per process and kind: gloo's worker-thread annotation starts after
+       the c10d op on the calling thread (often after it returned), so neither encloses the other;
+       each goes with the earliest unpaired c10d op of its kind that started before it.
+    The annotation's start must not precede the op's."""
+    pairs: dict[int, int] = {}
+    taken: set[int] = set()
+    free_set = set(free)
+    by_pid: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for i in free:
+        rf = _rf_id(c10d_args[i])
+        if rf is not None:
+            by_pid[str(events[i].pid)].append((rf, i))
+    for pid_ops in by_pid.values():
+        pid_ops.sort()
+    with_ids = set(by_pid)  # processes whose c10d ops carry ids
+    keys = {pid: [rf for rf, _ in pid_ops] for pid, pid_ops in by_pid.items()}
+    rf_of = {a: _rf_id(units[a].args) for a in loose}
+    by_rf = sorted((rf, a) for a, rf in rf_of.items() if rf is not None)
+    for rf, a in by_rf:
+        pid = str(events[a].pid)
+        if pid not in with_ids:
+            continue
+        candidates = by_pid[pid]
+        j = bisect_right(keys[pid], rf - 1) - 1
+        if j >= 0 and (events[candidates[j][1]].ts or 0.0) <= (events[a].ts or 0.0) + _EPS:
+            pairs[a] = candidates[j][1]
+            taken.add(candidates[j][1])
+            del candidates[j], keys[pid][j]
+    # Rules 2 and 3 only where ids are missing; with ids, an unpaired annotation stands alone.
+    rest = [a for a in loose if a not in pairs and (rf_of[a] is None or str(events[a].pid) not in with_ids)]
+    later = []
+    for a in rest:
+        e = events[a]
+        encloser = c10d_spans.innermost(_thread(e), e.ts, _end(e))  # type: ignore[arg-type]
+        if encloser is not None and encloser in free_set and encloser not in taken:
+            pairs[a] = encloser
+            taken.add(encloser)
+        else:
+            later.append(a)
     waiting: dict[tuple[str, str], deque[int]] = defaultdict(deque)
-    for i in sorted((i for i in c10d_ops if i not in consumed), key=lambda i: events[i].ts):
-        kind = comm_type_of(events[i].name)
-        if kind is not None:
-            waiting[(str(events[i].pid), kind)].append(i)
-    if not waiting:
-        return
-    for a in sorted((a for a in loose if units[a].c10d is None), key=lambda a: events[a].ts):
+    for i in sorted((i for i in free if i not in taken), key=lambda i: events[i].ts):
+        waiting[(str(events[i].pid), comm_type_of(events[i].name) or "")].append(i)
+    for a in sorted(later, key=lambda a: events[a].ts):
         kind = comm_type_of(events[a].name)
         queue = waiting.get((str(events[a].pid), kind)) if kind is not None else None
         if queue and events[queue[0]].ts <= events[a].ts:
             op = queue.popleft()
-            consumed.add(op)
-            units[a].c10d = op
+            pairs[a] = op
+            taken.add(op)
+    return pairs
 
 
 def _spans(events: list[_Event], indices: list[int]) -> _Spans:
@@ -618,6 +684,8 @@ def _unit_row(
     events: list[_Event], unit: _Unit, kernel_args: dict[int, dict[str, Any]], meta: TraceMeta
 ) -> dict[str, Any] | None:
     ev = events[unit.index]
+    if unit.source == "c10d":
+        return _c10d_row(events, unit, meta)
     inferred: list[str] = []
     comm_args = unit.args if "Collective name" in unit.args else {}
     if not comm_args:
@@ -665,10 +733,145 @@ def _unit_row(
                 break
     row["op_id"] = unit.index
     row["source"] = unit.source
-    row["rf_id"] = _int(unit.args.get("Record function id"))
+    row["rf_id"] = _rf_id(unit.args)
     _timing(row, ev, [events[k] for k in unit.kernels])
     row["inferred"] = inferred
     return row
+
+
+# c10d ops that take (output, input, ...): Kineto `Input Dims[0]` is the output.
+_OUTPUT_FIRST = frozenset({"_allgather_base_", "_reduce_scatter_base_", "alltoall_base_"})
+# c10d ops whose one tensor (list) is both what the rank passes in and what it gets back (recv_:
+# the message is the input by Chakra's convention and the output it receives); send has no output.
+_IN_PLACE = frozenset({"allreduce_", "broadcast_", "recv_", "reduce_"})
+# Where the peer (group-local rank) sits among the arguments of send / recv_.
+_PEER_ARG = 2
+
+
+def _c10d_row(events: list[_Event], unit: _Unit, meta: TraceMeta) -> dict[str, Any] | None:
+    """A collective from its c10d dispatcher op (backends without record_param_comms, e.g. gloo):
+    kind and name from the op, sizes from its `Input Dims` / `Input type` / `Concrete Inputs`,
+    time from the paired work annotation (the actual transfer) or kernels, else from the op."""
+    ev = events[unit.index]
+    name = ev.name or ""
+    comm_type = comm_type_of(name)
+    if comm_type is None:
+        return None
+    short = name[len("c10d::") :] if name.startswith("c10d::") else name
+    a = unit.args
+    ann_args = _args(events[unit.annotation]) if unit.annotation is not None else {}
+    inferred: list[str] = []
+    row = _fields(comm_type, short, {}, meta, inferred)
+    dims, types = a.get("Input Dims"), a.get("Input type")
+    concrete = a.get("Concrete Inputs")
+    dims = dims if isinstance(dims, list) else []
+    types = types if isinstance(types, list) else []
+    concrete = concrete if isinstance(concrete, list) else []
+    if short in _OUTPUT_FIRST:
+        out_elems, out_dtype = _tensor_arg(dims, types, 0)
+        in_elems, in_dtype = _tensor_arg(dims, types, 1)
+    else:
+        in_elems, in_dtype = _tensor_arg(dims, types, 0)
+        out_elems, out_dtype = (in_elems, in_dtype) if short in _IN_PLACE else (None, None)
+    ann_elems, ann_dtype = (
+        _dims_type(events[unit.annotation], ann_args) if unit.annotation is not None and ann_args else (None, None)
+    )
+    if in_elems is None and ann_elems is not None:
+        in_elems = ann_elems  # the work annotation's tensor is the rank's input
+        if short in _IN_PLACE:
+            out_elems = ann_elems
+    # A TensorList argument carries no dtype: the work annotation's tensor does.
+    dtype = in_dtype or out_dtype or ann_dtype
+    row["dtype"] = dtype
+    row["in_elems"], row["out_elems"] = in_elems, out_elems
+    row["in_bytes"], row["out_bytes"] = times(in_elems, dtype), times(out_elems, dtype)
+    if comm_type == "ALL_TO_ALL":
+        if short == "alltoall_base_" and len(concrete) > 4:
+            out_splits, in_splits = _split_arg(concrete[3]), _split_arg(concrete[4])
+            if out_splits is not None and in_splits is not None:
+                row["out_splits"], row["in_splits"] = out_splits or None, in_splits or None
+                row["is_uneven"] = any(len(set(s)) > 1 for s in (in_splits, out_splits))
+            else:
+                row["is_uneven"] = None
+        else:
+            row["is_uneven"] = None
+    groups = meta.process_groups
+    if len(groups) == 1:
+        # The rank belongs to one group only (pg_config lists every group the rank is in).
+        row["pg_name"] = groups[0].pg_name
+        inferred.append("pg_name")
+        if groups[0].group_size is not None:
+            row["group_size"] = groups[0].group_size
+            inferred.append("group_size")
+    if comm_type in ("SEND", "RECV") and len(concrete) > _PEER_ARG:
+        row["peer"] = _peer(_int(concrete[_PEER_ARG]), groups, inferred)
+    row["op_id"] = unit.index
+    row["source"] = "c10d"
+    row["rf_id"] = _rf_id(a)
+    kernels = [events[k] for k in unit.kernels]
+    _timing(row, events[unit.annotation] if unit.annotation is not None else ev, kernels)
+    row["inferred"] = inferred
+    return row
+
+
+def _tensor_arg(dims: list[Any], types: list[Any], index: int) -> tuple[int | None, str | None]:
+    """Elements and dtype of the tensor (or TensorList: summed, no dtype) argument at `index`."""
+    if index >= len(dims) or index >= len(types) or not isinstance(dims[index], list):
+        return None, None
+    shape, kind = dims[index], types[index]
+    if kind == "TensorList" or (shape and all(isinstance(d, list) for d in shape)):
+        if not shape or not all(isinstance(d, list) for d in shape):
+            return None, None
+        total = 0
+        for d in shape:
+            n = _elems(d)
+            if n is None:
+                return None, None
+            total += n
+        return total, None
+    dtype = normalize_dtype(kind) if isinstance(kind, str) else None
+    if dtype is None:
+        return None, None
+    return _elems(shape), dtype
+
+
+def _elems(shape: list[Any]) -> int | None:
+    n = 1
+    for d in shape:
+        v = _int(d)
+        if v is None or v < 0:
+            return None
+        n *= v
+    return n
+
+
+def _split_arg(value: Any) -> list[int] | None:
+    """A split-size list from `Concrete Inputs` ('[4, 2, 5, 3]', '[]'); None when not recorded."""
+    if not isinstance(value, str) or not value.strip().startswith("["):
+        return None
+    return _int_list(value)
+
+
+def _peer(local: int | None, groups: list[ProcessGroup], inferred: list[str]) -> int | None:
+    """Global rank of a send/recv peer given as a group-local rank. The op does not name its group:
+    when every group of this rank maps `local` to the same global rank, that is it; otherwise (or
+    with no group information) the default group is assumed, where local == global, and the value
+    is marked inferred."""
+    if local is None or local < 0:
+        return None
+    readings = set()
+    for g in groups:
+        size = len(g.ranks) if g.ranks else g.group_size
+        if size is not None and local >= size:
+            continue
+        readings.add(g.ranks[local] if g.ranks else local)
+    if len(readings) == 1:
+        return readings.pop()
+    default = next((g for g in groups if g.pg_name == "0"), None)
+    inferred.append("peer")
+    if default is not None and default.ranks and local < len(default.ranks):
+        return default.ranks[local]
+    return local
 
 
 def _kernel_row(events: list[_Event], k: int, args: dict[str, Any], meta: TraceMeta) -> dict[str, Any] | None:
