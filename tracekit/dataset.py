@@ -135,6 +135,14 @@ class Dataset:
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    def rows_by_job(self, table: str, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """The committed rows of `table` for each of `job_ids` (one query for all of them)."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        rows = self.query_rows(f"select * from {table} where job_id in (select unnest(?::VARCHAR[]))", [job_ids])
+        for row in rows:
+            grouped.setdefault(row["job_id"], []).append(row)
+        return grouped
+
     def known_trace_ids(self) -> frozenset[str]:
         return frozenset(r["trace_id"] for r in self.query_rows("select trace_id from traces", []))
 
@@ -209,8 +217,7 @@ class Dataset:
         moves: list[tuple[str, str]] = []
         for table in APPENDED_TABLES:
             query = (
-                f"SELECT * FROM d.{table} WHERE trace_id IN (SELECT trace_id FROM new_traces) "
-                f"ORDER BY {_ORDER[table]}"
+                f"SELECT * FROM d.{table} WHERE trace_id IN (SELECT trace_id FROM new_traces) ORDER BY {_ORDER[table]}"
             )
             if con.execute(f"SELECT count(*) FROM ({query})").fetchone()[0] == 0:  # type: ignore[index]
                 continue

@@ -15,9 +15,7 @@ from tracekit.ingest import ingest
 
 def _counts(dataset: Path) -> dict[str, int]:
     with tracekit.open(dataset) as ds:
-        return {
-            t: ds.sql(f"select count(*) from {t}").fetchall()[0][0] for t in ("traces", "collectives", "ops")
-        }
+        return {t: ds.sql(f"select count(*) from {t}").fetchall()[0][0] for t in ("traces", "collectives", "ops")}
 
 
 def test_ingest_writes_every_table_and_parquet(tmp_path: Path) -> None:
@@ -140,3 +138,15 @@ def test_the_pool_and_the_inline_path_give_the_same_dataset(tmp_path: Path) -> N
 def test_open_refuses_a_folder_that_is_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a tracekit dataset"):
         tracekit.open(tmp_path)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_refused_inputs_are_recorded_once_across_reruns(tmp_path: Path, workers: int) -> None:
+    write_et_job(tmp_path / "in" / "j", list(range(4)), [("ALL_REDUCE", 8)])
+    (tmp_path / "in" / "broken.tgz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    first = ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    assert len(first.errors) == 1 and "broken.tgz" in first.errors[0]
+    again = ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    assert again.files_added == 0
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select count(*), count(distinct trace_id) from traces").fetchall() == [(5, 5)]

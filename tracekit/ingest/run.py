@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +20,7 @@ from tracekit import __version__
 from tracekit.dataset import Dataset, RunChanges
 from tracekit.ingest.discover import InputFile, JobInfo, discover
 from tracekit.ingest.jobs import finish_job
-from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_task
+from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_task, set_known
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -47,7 +47,7 @@ class IngestReport:
 
 
 def ingest(
-    paths: list[str | Path],
+    paths: Sequence[str | Path],
     out: str | Path,
     *,
     job: str | None = None,
@@ -68,9 +68,7 @@ def ingest(
     with dataset.writing():
         staging = dataset.new_staging(run_id)
         known = dataset.known_trace_ids()
-        inputs = discover(
-            [Path(p) for p in paths], job=job, label=label, manifest=Path(manifest) if manifest else None
-        )
+        inputs = discover([Path(p) for p in paths], job=job, label=label, manifest=Path(manifest) if manifest else None)
         by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = {}
         for parsed, info in _parse_all(inputs, staging, known, workers):
             report.files_seen += 1
@@ -107,9 +105,7 @@ def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]
     changes = RunChanges(run_id)
     for job_id, (info, parsed) in sorted(by_job.items()):
         existing = dataset.query_rows("select * from traces where job_id = ?", [job_id])
-        groups = dataset.query_rows(
-            "select * exclude (job_id) from process_groups where job_id = ?", [job_id]
-        )
+        groups = dataset.query_rows("select * exclude (job_id) from process_groups where job_id = ?", [job_id])
         result = finish_job(info, parsed, existing, groups, run_id)
         changes.traces.extend(result.traces)
         changes.jobs.append(result.job)
@@ -120,7 +116,7 @@ def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]
     return changes
 
 
-def _task(item: InputFile, staging: Path, known: frozenset[str]) -> Task:
+def _task(item: InputFile, staging: Path) -> Task:
     return Task(
         job_id=item.job.job_id,
         display=item.display,
@@ -128,7 +124,6 @@ def _task(item: InputFile, staging: Path, known: frozenset[str]) -> Task:
         path=str(item.path) if item.path is not None else None,
         data=item.data,
         staging=str(staging),
-        known=known,
     )
 
 
@@ -154,18 +149,19 @@ def _parse_all(
     workers = workers or min(4, os.cpu_count() or 1)
     all_inputs = _chain(head, rest)
     if len(head) < _POOL_THRESHOLD or workers <= 1:
+        set_known(known)
         for item in all_inputs:
             yield _parse_one(item, staging, known), item.job
         return
-    with _pool(workers) as pool:
+    with _pool(workers, known) as pool:
         pending: dict[Future[ParsedFile], JobInfo] = {}
         for item in all_inputs:
             if item.error:
-                yield _refused(item), item.job
+                yield _parse_one(item, staging, known), item.job
                 continue
             if len(pending) >= 4 * workers:
                 yield from _drain(pending, FIRST_COMPLETED)
-            pending[pool.submit(parse_task, _task(item, staging, known))] = item.job
+            pending[pool.submit(parse_task, _task(item, staging))] = item.job
         yield from _drain(pending, None)
 
 
@@ -174,12 +170,10 @@ def _parse_one(item: InputFile, staging: Path, known: frozenset[str]) -> ParsedF
         refused = _refused(item)
         refused.skipped = refused.trace_id in known
         return refused
-    return parse_task(_task(item, staging, known))
+    return parse_task(_task(item, staging))
 
 
-def _drain(
-    pending: dict[Future[ParsedFile], JobInfo], until: str | None
-) -> Iterator[tuple[ParsedFile, JobInfo]]:
+def _drain(pending: dict[Future[ParsedFile], JobInfo], until: str | None) -> Iterator[tuple[ParsedFile, JobInfo]]:
     done, _ = wait(list(pending), return_when=until or "ALL_COMPLETED")
     for future in done:
         yield future.result(), pending.pop(future)
@@ -191,10 +185,15 @@ def _chain(head: list[InputFile], rest: Iterator[InputFile]) -> Iterator[InputFi
 
 
 @contextmanager
-def _pool(workers: int) -> Iterator[Executor]:
+def _pool(workers: int, known: frozenset[str]) -> Iterator[Executor]:
     import multiprocessing
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("forkserver"))
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("forkserver"),
+        initializer=set_known,
+        initargs=(known,),
+    )
     try:
         yield pool
     except BaseException:

@@ -38,7 +38,6 @@ class Task:
     path: str | None
     data: bytes | None
     staging: str
-    known: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -55,6 +54,16 @@ class ParsedFile:
     error: str | None = None
     staged: dict[str, str] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+
+
+# Trace ids already in the dataset: set once per process (the pool's initializer), not per task,
+# since a fleet's set is large and every task would otherwise carry a copy.
+_known: frozenset[str] = frozenset()
+
+
+def set_known(known: frozenset[str]) -> None:
+    global _known
+    _known = known
 
 
 def rank_from_name(name: str) -> int | None:
@@ -145,10 +154,8 @@ def parse_task(task: Task) -> ParsedFile:
                 error=f"{task.display}: cannot read ({exc.strerror})",
             )
         source = FileSource(Path(task.path), task.display)
-    result = ParsedFile(
-        task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size
-    )
-    if result.trace_id in task.known:
+    result = ParsedFile(task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size)
+    if result.trace_id in _known:
         result.skipped = True
         return result
     sink = ParquetSink(Path(task.staging), result.trace_id)
