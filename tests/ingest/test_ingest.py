@@ -150,3 +150,11 @@ def test_refused_inputs_are_recorded_once_across_reruns(tmp_path: Path, workers:
     assert again.files_added == 0
     with tracekit.open(tmp_path / "ds") as ds:
         assert ds.sql("select count(*), count(distinct trace_id) from traces").fetchall() == [(5, 5)]
+
+
+def test_two_folders_whose_jobs_share_a_name_are_flagged(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "a" / "run", [0, 1], [("ALL_REDUCE", 8)])
+    write_et_job(tmp_path / "b" / "run", [2, 3], [("ALL_REDUCE", 8)])
+    report = ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "ds")
+    assert report.ok
+    assert len(report.warnings) == 1 and report.warnings[0].startswith("job run: files from 2 places")

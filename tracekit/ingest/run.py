@@ -38,6 +38,7 @@ class IngestReport:
     files_added: int = 0
     files_skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     jobs_touched: int = 0
     totals: dict[str, Any] = field(default_factory=dict)
 
@@ -70,7 +71,9 @@ def ingest(
         known = dataset.known_trace_ids()
         inputs = discover([Path(p) for p in paths], job=job, label=label, manifest=Path(manifest) if manifest else None)
         by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = {}
+        sources: dict[str, set[str]] = {}
         for parsed, info in _parse_all(inputs, staging, known, workers):
+            sources.setdefault(info.job_id, set()).add(info.source)
             report.files_seen += 1
             if progress:
                 progress(parsed)
@@ -81,6 +84,12 @@ def ingest(
         changes = _finish(dataset, by_job, run_id)
         report.files_added = sum(len(files) for _, files in by_job.values())
         report.errors = [t["error"] for t in changes.traces if t["status"] == "error"]
+        report.warnings = [
+            f"job {job_id}: files from {len(found)} places were put in one job ({', '.join(sorted(found))}); "
+            "name jobs with --job or a manifest if they are different jobs"
+            for job_id, found in sorted(sources.items())
+            if len(found) > 1 and job is None
+        ]
         report.jobs_touched = len(by_job)
         if by_job:
             changes.run = {
