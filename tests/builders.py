@@ -38,9 +38,7 @@ def et_bytes(collectives: list[tuple[str, int]], version: str = "0.0.4", pg_name
     return b"".join(_VarintBytes(len(r)) + r for r in records)
 
 
-def write_et_job(
-    folder: Path, ranks: list[int], collectives: list[tuple[str, int]], gz: bool = False
-) -> list[Path]:
+def write_et_job(folder: Path, ranks: list[int], collectives: list[tuple[str, int]], gz: bool = False) -> list[Path]:
     """One .et file per rank, named `<folder>.<rank>.et` as Chakra tools name them."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

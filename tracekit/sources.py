@@ -32,7 +32,7 @@ def inflate_limit(stored_size: int) -> int:
 class BoundedReader(io.RawIOBase):
     """Reads a decompressing stream, raising TraceError once more than `limit` bytes come out."""
 
-    def __init__(self, inner: IO[bytes], limit: int, display: str) -> None:
+    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int, display: str) -> None:
         self._inner = inner
         self._limit = limit
         self._display = display

@@ -331,9 +331,7 @@ def _et_comms(et: dict) -> list[dict]:
 
 
 def _kt_comms(kt: dict) -> list[dict]:
-    return [
-        e for e in kt["traceEvents"] if e.get("ph") == "X" and e.get("name", "").startswith(_COMM_PREFIXES)
-    ]
+    return [e for e in kt["traceEvents"] if e.get("ph") == "X" and e.get("name", "").startswith(_COMM_PREFIXES)]
 
 
 def _check(out_dir: Path, world: int) -> None:
@@ -371,9 +369,7 @@ def summarize(out_root: Path) -> str:
         "|---|---|---|---|---|",
     ]
     for job_dir in sorted(p for p in out_root.iterdir() if p.is_dir()):
-        ranks = sorted(
-            int(p.name[len("et_rank") : -len(".json.gz")]) for p in job_dir.glob("et_rank*.json.gz")
-        )
+        ranks = sorted(int(p.name[len("et_rank") : -len(".json.gz")]) for p in job_dir.glob("et_rank*.json.gz"))
         for r in ranks:
             et, _ = _load(job_dir, r)
             nodes = et["nodes"]

@@ -51,13 +51,9 @@ def _node(op: dict, coll: dict | None, groups: list[dict], rank: int):  # type: 
         return comp_node(op["op_id"], op["name"], **deps)
     size = coll["in_bytes"] or 0
     if coll["comm_type"] == "SEND":
-        return send_node(
-            op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps
-        )
+        return send_node(op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps)
     if coll["comm_type"] == "RECV":
-        return recv_node(
-            op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps
-        )
+        return recv_node(op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps)
     return comm_node(op["op_id"], op["name"], coll["comm_type"], size, coll["pg_name"], **deps)
 
 

@@ -12,9 +12,7 @@ import pytest
 
 from tests.builders import et_bytes, write_et_job
 
-DUCKDB = shutil.which(
-    "duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-)
+DUCKDB = shutil.which("duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
 def tracekit(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

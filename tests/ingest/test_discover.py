@@ -111,9 +111,7 @@ def test_rank_from_file_name(name: str, rank: int | None) -> None:
 def test_a_manifest_deeper_in_the_tree_applies_below_its_folder(tmp_path: Path) -> None:
     _touch(tmp_path / "samples" / "real" / "j" / "r.0.et")
     _touch(tmp_path / "samples" / "fleet" / "job-1" / "r.0.et")
-    (tmp_path / "samples" / "fleet" / "tracekit_manifest.csv").write_text(
-        "job_id,path,label\nfleet-1,job-1,dlrm\n"
-    )
+    (tmp_path / "samples" / "fleet" / "tracekit_manifest.csv").write_text("job_id,path,label\nfleet-1,job-1,dlrm\n")
     found = {str(f.display).split("samples/")[1]: f.job for f in discover([tmp_path / "samples"])}
     assert found["real/j/r.0.et"].job_id == "real/j"
     assert (found["fleet/job-1/r.0.et"].job_id, found["fleet/job-1/r.0.et"].label) == ("fleet-1", "dlrm")

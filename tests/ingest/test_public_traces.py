@@ -44,9 +44,7 @@ def test_astra_microbenchmarks(public_dataset: Path, coll: str) -> None:
             "select rank, comm_type, in_bytes, group_size from collectives where job_id = ? order by rank",
             [f"astra-sim-microbenchmarks/{coll}"],
         ).fetchall()
-        world = ds.sql(
-            "select world_size from jobs where job_id = ?", [f"astra-sim-microbenchmarks/{coll}"]
-        ).fetchall()
+        world = ds.sql("select world_size from jobs where job_id = ?", [f"astra-sim-microbenchmarks/{coll}"]).fetchall()
     assert rows == [(r, coll.upper(), 1_048_576, 4) for r in range(4)]
     assert world == [(4,)]
 
@@ -82,10 +80,7 @@ def test_dlrm_profiler_traces(public_dataset: Path) -> None:
 def test_resnet_seen_as_execution_trace_and_as_profiler_trace_gives_the_same_rows(
     public_dataset: Path,
 ) -> None:
-    query = (
-        "select comm_type, in_bytes, group_size from collectives "
-        "where job_id = ? order by comm_type, in_bytes"
-    )
+    query = "select comm_type, in_bytes, group_size from collectives where job_id = ? order by comm_type, in_bytes"
     with tracekit.open(public_dataset) as ds:
         host = ds.sql(query, ["param-resnet-2gpu"]).fetchall()
         device = ds.sql(query, ["hta-nccl-2gpu"]).fetchall()
@@ -101,9 +96,7 @@ def test_resnet_seen_as_execution_trace_and_as_profiler_trace_gives_the_same_row
     ]
 
 
-def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(
-    public_traces: Path, tmp_path: Path
-) -> None:
+def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(public_traces: Path, tmp_path: Path) -> None:
     report = ingest([public_traces / "param-dlrm-8rank"], tmp_path / "ds", job="dlrm")
     assert report.ok
     with tracekit.open(tmp_path / "ds") as ds:
@@ -114,9 +107,7 @@ def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(
         sizes = ds.sql(
             "select comm_type, in_bytes, count(*) from collectives where rank = 0 group by all order by all"
         ).fetchall()
-    assert per_rank == [
-        (r, "linked", t, n, n, n) for r in range(8) for t, n in (("ALL_REDUCE", 3), ("ALL_TO_ALL", 5))
-    ]
+    assert per_rank == [(r, "linked", t, n, n, n) for r in range(8) for t, n in (("ALL_REDUCE", 3), ("ALL_TO_ALL", 5))]
     assert sizes == [
         ("ALL_REDUCE", 448, 1),
         ("ALL_REDUCE", 907_840, 1),

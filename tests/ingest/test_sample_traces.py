@@ -41,9 +41,7 @@ def chakra_samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("job", sorted(EXPECTED))
 def test_captured_jobs_count_each_collective_once_per_rank(samples: Path, job: str) -> None:
     with tracekit.open(samples) as ds:
-        rows = ds.sql(
-            "select rank, comm_type, source, start_us from collectives where job_id = ?", [job]
-        ).fetchall()
+        rows = ds.sql("select rank, comm_type, source, start_us from collectives where job_id = ?", [job]).fetchall()
         world = ds.sql("select world_size, ranks_seen from jobs where job_id = ?", [job]).fetchall()
     assert world == [(4, 4)]
     for rank in range(4):
@@ -58,8 +56,7 @@ def test_the_same_job_as_pytorch_traces_and_as_chakra_gives_the_same_rows(
     samples: Path, chakra_samples: Path, job: str
 ) -> None:
     query = (
-        "select rank, comm_type, in_bytes, peer, count(*) from collectives where job_id = ? "
-        "group by all order by all"
+        "select rank, comm_type, in_bytes, peer, count(*) from collectives where job_id = ? group by all order by all"
     )
     with tracekit.open(samples) as pytorch, tracekit.open(chakra_samples) as chakra:
         assert pytorch.sql(query, [job]).fetchall() == chakra.sql(query, [job]).fetchall()

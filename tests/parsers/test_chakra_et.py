@@ -243,9 +243,7 @@ def _golden_writer_mixed() -> bytes:
         w.write_node(pg_init_node(1, groups))
         w.write_node(comp_node(2, "aten::mm", 17, ctrl_deps=[1], start_us=1000, num_ops=4096))
         w.write_node(comm_node(3, "ncclDevKernel_AllReduce", "ALL_REDUCE", 4096, "0", data_deps=[2]))
-        w.write_node(
-            comm_node(4, "ncclDevKernel_ReduceScatter", "REDUCE_SCATTER_BLOCK", 8192, "1", duration_us=9)
-        )
+        w.write_node(comm_node(4, "ncclDevKernel_ReduceScatter", "REDUCE_SCATTER_BLOCK", 8192, "1", duration_us=9))
         w.write_node(send_node(5, "send_to_3", 256, peer=3, rank=1, tag=7, data_deps=[3, 4]))
         w.write_node(recv_node(6, "recv_from_0", 512, peer=0, rank=1, attrs={"rf_id": 99}))
         w.write_node(comm_node(7, "c10d::allreduce_", "ALL_REDUCE", 0, is_cpu_op=True, attrs={"x": 1}))
@@ -452,15 +450,10 @@ def test_send_recv_peers_and_msccl_comm_type_ignored() -> None:
 
 
 PG_NEW = str(
-    [
-        '[{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", '
-        '"ranks": [], "group_size": 2}]'
-    ]
+    ['[{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 2}]']
 )
 # Old PyTorch: pg_id, backend_id and ranks as {global rank: group rank}.
-PG_OLD = str(
-    ['[{"pg_id": 0, "backend_id": 140, "backend_config": "cpu:gloo,cuda:nccl", "ranks": {"4": 1, "2": 0}}]']
-)
+PG_OLD = str(['[{"pg_id": 0, "backend_id": 140, "backend_config": "cpu:gloo,cuda:nccl", "ranks": {"4": 1, "2": 0}}]'])
 
 
 def test_process_group_init_new_layout() -> None:

@@ -111,11 +111,7 @@ def test_objects_cut_by_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_unknown_node_type_and_int_variants() -> None:
     attrs = (attr_bytes("comm_type", "uint32_val", 6), attr_bytes("comm_size", "fixed64_val", 1 << 50))
-    data = (
-        record(metadata_bytes("0.0.4"))
-        + record(node_bytes(1, "x", 9))
-        + record(node_bytes(2, "a", 7, attrs=attrs))
-    )
+    data = record(metadata_bytes("0.0.4")) + record(node_bytes(1, "x", 9)) + record(node_bytes(2, "a", 7, attrs=attrs))
     text = jsonize(data)
     assert b'"type": 9' in text and b'"fixed64Val": "1125899906842624"' in text
     assert_same_rows(data, text)
@@ -261,6 +257,4 @@ def test_snake_case_and_special_values_via_parse_dict() -> None:
     )
     parsed = parse_with(chakra_json, text, "t.json")
     assert parsed.ops[0]["data_deps"] == [3]
-    assert [(r["op_id"], r["comm_type"], r["in_bytes"]) for r in parsed.collectives] == [
-        (4, "ALL_REDUCE", 64)
-    ]
+    assert [(r["op_id"], r["comm_type"], r["in_bytes"]) for r in parsed.collectives] == [(4, "ALL_REDUCE", 64)]

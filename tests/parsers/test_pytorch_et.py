@@ -50,9 +50,7 @@ def node(nid: int, name: str, parent: int, inputs=(), outputs=(), attrs=None, st
     ]
     for key, value in (attrs or {}).items():
         kind = "string" if isinstance(value, str) else "uint64"
-        base_attrs = [a for a in base_attrs if a["name"] != key] + [
-            {"name": key, "type": kind, "value": value}
-        ]
+        base_attrs = [a for a in base_attrs if a["name"] != key] + [{"name": key, "type": kind, "value": value}]
     out = {
         "id": nid,
         "name": name,
@@ -282,9 +280,7 @@ def test_resnet_collectives(public_traces, resnet):
         if n["name"] == "record_param_comms":
             a = {x["name"]: x["value"] for x in n["attrs"]}
             if a["collective_name"] != "wait":
-                expected[
-                    (a["collective_name"], a["in_msg_nelems"] * {"Float": 4, "Long": 8}[a["dtype"]])
-                ] += 1
+                expected[(a["collective_name"], a["in_msg_nelems"] * {"Float": 4, "Long": 8}[a["dtype"]])] += 1
     got = Counter((c["op_name"], c["in_bytes"]) for c in colls)
     assert got == expected
     assert {size for name, size in got if name == "allreduce"} == {
@@ -377,9 +373,7 @@ def test_layout_b_1_0_2_int_pg_pointer_and_trailing_world_size():
                 10,
                 "c10d::allgather_",
                 2,
-                inputs=[
-                    ([[tensor(6, 1), tensor(7, 1)]], "GenericList[GenericList[Tensor(float),Tensor(float)]]")
-                ],
+                inputs=[([[tensor(6, 1), tensor(7, 1)]], "GenericList[GenericList[Tensor(float),Tensor(float)]]")],
             ),
             rpc,
             node(12, "nccl:all_gather", 11, inputs=[(tensor(5, 1), "Tensor(float)")]),
@@ -547,12 +541,8 @@ def test_attrs_win_over_inputs_and_split_strings():
 
 
 def test_uneven_from_splits_even_all_to_all():
-    even = rpc_c(
-        11, 2, "all_to_all", tensor(5, 8), tensor(6, 8), 1, ("0", ""), 0, splits=([2, 2, 2, 2], [2, 2, 2, 2])
-    )
-    odd = rpc_c(
-        21, 2, "all_to_all", tensor(7, 8), tensor(8, 8), 2, ("0", ""), 0, splits=([1, 3, 2, 2], [2, 2, 2, 2])
-    )
+    even = rpc_c(11, 2, "all_to_all", tensor(5, 8), tensor(6, 8), 1, ("0", ""), 0, splits=([2, 2, 2, 2], [2, 2, 2, 2]))
+    odd = rpc_c(21, 2, "all_to_all", tensor(7, 8), tensor(8, 8), 2, ("0", ""), 0, splits=([1, 3, 2, 2], [2, 2, 2, 2]))
     _meta, colls, _ = run(et("1.0.3-chakra.0.0.4", [even, odd]))
     rows = by_id(colls)
     assert rows[11]["is_uneven"] is False and rows[21]["is_uneven"] is True
@@ -812,9 +802,7 @@ def test_flat_1_0_1_handmade_and_unknown_future_version():
     assert (colls[0]["in_bytes"], colls[0]["seq"], colls[0]["rf_id"], meta.rank_hint) == (24, 9, 110, 2)
     assert by_id(ops)[11]["ctrl_deps"] == [2]
 
-    future = et(
-        "9.3.0-chakra.2.0.0", [rpc_c(11, 2, "allreduce", tensor(5, 6), tensor(5, 6), 9, ("0", ""), 0)]
-    )
+    future = et("9.3.0-chakra.2.0.0", [rpc_c(11, 2, "allreduce", tensor(5, 6), tensor(5, 6), 9, ("0", ""), 0)])
     meta, colls, _ = run(future)
     assert meta.schema_version == "9.3.0-chakra.2.0.0" and colls[0]["in_bytes"] == 24
 
@@ -995,9 +983,7 @@ def _mutations() -> list[tuple[str, Any]]:
         ),
         (
             "split attr garbage",
-            lambda d: at(11)(d)["attrs"].append(
-                {"name": "in_split_size", "type": "string", "value": "[1, x"}
-            ),
+            lambda d: at(11)(d)["attrs"].append({"name": "in_split_size", "type": "string", "value": "[1, x"}),
         ),
         ("attrs not a list", lambda d: at(12)(d).update(attrs={"rf_id": 1})),
         ("pg payload garbage", lambda d: at(3)(d)["inputs"].update(values=["[{not json"])),
@@ -1194,12 +1180,8 @@ def test_gloo_pairing_keeps_threads_apart():
             inputs=[([tensor(6, 8)], "GenericList[Tensor(float)]")],
             attrs=_gloo_attrs(102, tid=2),
         ),
-        node(
-            11, "gloo:all_reduce", 2, inputs=[(tensor(5, 16), "Tensor(float)")], attrs=_gloo_attrs(103, tid=1)
-        ),
-        node(
-            21, "gloo:all_reduce", 2, inputs=[(tensor(6, 8), "Tensor(float)")], attrs=_gloo_attrs(104, tid=2)
-        ),
+        node(11, "gloo:all_reduce", 2, inputs=[(tensor(5, 16), "Tensor(float)")], attrs=_gloo_attrs(103, tid=1)),
+        node(21, "gloo:all_reduce", 2, inputs=[(tensor(6, 8), "Tensor(float)")], attrs=_gloo_attrs(104, tid=2)),
     ]
     _meta, colls, _ = run(et("1.1.1-chakra.0.0.4", nodes))
     assert [(r["op_id"], r["in_elems"], r["source"]) for r in colls] == [(10, 16, "c10d"), (20, 8, "c10d")]
@@ -1283,8 +1265,7 @@ def test_captured_moe_alltoall(captured, rank):
     uneven = [r for r in a2a if r["is_uneven"]]
     assert len(even) == 2 and len(uneven) == 8
     assert all(
-        (r["in_elems"], r["out_elems"], r["dtype"], r["in_splits"], r["out_splits"])
-        == (4, 4, "Long", None, None)
+        (r["in_elems"], r["out_elems"], r["dtype"], r["in_splits"], r["out_splits"]) == (4, 4, "Long", None, None)
         for r in even
     )
     for r in uneven:
@@ -1316,9 +1297,7 @@ def test_captured_pipeline_p2p(captured, rank):
     other = rank + 1 if rank % 2 == 0 else rank - 1
     assert Counter(r["comm_type"] for r in rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
     p2p = [r for r in rows if r["comm_type"] in ("SEND", "RECV")]
-    assert {(r["peer"], r["in_elems"], r["in_bytes"], r["dtype"]) for r in p2p} == {
-        (other, 128, 512, "Float")
-    }
+    assert {(r["peer"], r["in_elems"], r["in_bytes"], r["dtype"]) for r in p2p} == {(other, 128, 512, "Float")}
     # the process group is "<Object>": the peer argument is taken as a global rank, and says so
     assert all(r["inferred"] == ["peer"] for r in p2p)
     # stage 0 sends activations then receives gradients; stage 1 the other way round
@@ -1375,9 +1354,7 @@ def _golden_doc() -> dict:
         [
             pg_init(3, groups),
             node(10, "c10d::allreduce_", 2, inputs=[([tensor(5, 256)], "GenericList[Tensor(float)]")]),
-            rpc_c(
-                11, 10, "allreduce", tensor(5, 256), tensor(5, 256), 1, ("0", "default_pg"), 0, tail=(0, 1, 4)
-            ),
+            rpc_c(11, 10, "allreduce", tensor(5, 256), tensor(5, 256), 1, ("0", "default_pg"), 0, tail=(0, 1, 4)),
             node(12, "nccl:all_reduce", 11, inputs=[(tensor(5, 256), "Tensor(float)")]),
             rpc_c(
                 20,

@@ -195,9 +195,7 @@ def _job_collectives(
     return merged.to_arrow().cast(arrow_schema("collectives"))
 
 
-def _fill_group_size(
-    frame: pl.DataFrame, groups: dict[str, dict[str, Any]], whole_world: int | None
-) -> pl.DataFrame:
+def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], whole_world: int | None) -> pl.DataFrame:
     """Group sizes the process group (or, for Chakra files, the world) records and the op does not."""
     import polars as pl
 
@@ -205,9 +203,7 @@ def _fill_group_size(
     from_group = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int32)
     if whole_world is not None:
         # ASTRA-sim's reading of a Chakra collective with no process group: all ranks take part.
-        from_group = (
-            pl.when(pl.col("pg_name").is_null()).then(pl.lit(whole_world, pl.Int32)).otherwise(from_group)
-        )
+        from_group = pl.when(pl.col("pg_name").is_null()).then(pl.lit(whole_world, pl.Int32)).otherwise(from_group)
     fill = pl.col("group_size").is_null() & from_group.is_not_null()
     return frame.with_columns(
         pl.when(fill).then(from_group).otherwise(pl.col("group_size")).alias("group_size"),

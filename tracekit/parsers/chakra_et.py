@@ -351,9 +351,7 @@ class NodeRows:
     metadata nodes get per-node Python (collectives are rare).
     """
 
-    def __init__(
-        self, sink: BatchSink, fmt: str, flush_rows: int = FLUSH_ROWS, decode_rows: int = DECODE_ROWS
-    ) -> None:
+    def __init__(self, sink: BatchSink, fmt: str, flush_rows: int = FLUSH_ROWS, decode_rows: int = DECODE_ROWS) -> None:
         self.sink = sink
         self.meta = TraceMeta(format=fmt)
         self.flush_rows = flush_rows

@@ -260,7 +260,8 @@ def _fast_attr(obj: dict[str, Any]) -> Any:
         field = _INT_ATTR_KEYS.get(key)
         if field is None:
             return None
-        return _Attr(name=name, **{field: _as_int(value)})
+        kwargs: dict[str, Any] = {field: _as_int(value)}
+        return _Attr(name=name, **kwargs)
     return _Attr(name=name)
 
 

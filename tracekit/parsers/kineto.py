@@ -463,8 +463,12 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
                 continue
         elif cat in _GPU_CATS:
             continue  # gpu_user_annotation nccl:* mirrors the host annotation on the stream
-        lists[kind].append(i)
+        bucket = lists[kind]
+        assert bucket is not None  # kind 0 was skipped above
+        bucket.append(i)
 
+    # Every index in these lists is of an event with a `ts` (checked above): the `ts or 0.0` below
+    # never takes the 0.0, it only tells the type checker so.
     units: dict[int, _Unit] = {i: _Unit(i, "record_param_comms", _args(events[i])) for i in anchors}
 
     # Annotations inside an anchor describe it; the others stand alone.
@@ -472,7 +476,7 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
     loose_annotations = []
     for i in annotations:
         e = events[i]
-        owner = anchor_spans.innermost(_thread(e), e.ts, _end(e))
+        owner = anchor_spans.innermost(_thread(e), e.ts or 0.0, _end(e) or 0.0)
         if owner is None:
             loose_annotations.append(i)
         elif units[owner].annotation is None:
@@ -483,7 +487,7 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
         enclosing = set()
         for i in anchors:
             e = events[i]
-            ann = outer.innermost(_thread(e), e.ts, _end(e))
+            ann = outer.innermost(_thread(e), e.ts or 0.0, _end(e) or 0.0)
             if ann is not None:
                 enclosing.add(ann)
                 if units[i].annotation is None:
@@ -497,7 +501,7 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
     consumed = set()
     for i in anchors:
         e = events[i]
-        op = c10d_spans.innermost(_thread(e), e.ts, _end(e))
+        op = c10d_spans.innermost(_thread(e), e.ts or 0.0, _end(e) or 0.0)
         if op is not None:
             consumed.add(op)
             if units[i].c10d is None:
@@ -546,13 +550,13 @@ def _collective_rows(events: list[_Event], complete: list[int], meta: TraceMeta)
         launch = launch_of.get(k)
         if launch is not None:
             le = events[launch]
-            owner = unit_spans.innermost(_thread(le), le.ts, le.ts)
+            owner = unit_spans.innermost(_thread(le), le.ts or 0.0, le.ts or 0.0)
         if owner is None and (launch is None or "Collective name" in kernel_args[k]):
             # G1 kernels carry the correlation number as External id: only trust the External
             # id when no launch says otherwise, or when the kernel has G3+ comm args.
             ext = _int(kernel_args[k].get("External id"))
             owner = by_external.get(ext) if ext is not None else None
-            if owner is not None and events[k].ts < events[owner].ts:
+            if owner is not None and (events[k].ts or 0.0) < (events[owner].ts or 0.0):
                 owner = None  # a kernel cannot run before the host op that launched it
         if owner is None:
             loose_kernels.append(k)
@@ -653,19 +657,19 @@ def _pair_annotations(
     later = []
     for a in rest:
         e = events[a]
-        encloser = c10d_spans.innermost(_thread(e), e.ts, _end(e))  # type: ignore[arg-type]
+        encloser = c10d_spans.innermost(_thread(e), e.ts or 0.0, _end(e) or 0.0)
         if encloser is not None and encloser in free_set and encloser not in taken:
             pairs[a] = encloser
             taken.add(encloser)
         else:
             later.append(a)
     waiting: dict[tuple[str, str], deque[int]] = defaultdict(deque)
-    for i in sorted((i for i in free if i not in taken), key=lambda i: events[i].ts):
+    for i in sorted((i for i in free if i not in taken), key=lambda i: events[i].ts or 0.0):
         waiting[(str(events[i].pid), comm_type_of(events[i].name) or "")].append(i)
-    for a in sorted(later, key=lambda a: events[a].ts):
+    for a in sorted(later, key=lambda a: events[a].ts or 0.0):
         kind = comm_type_of(events[a].name)
         queue = waiting.get((str(events[a].pid), kind)) if kind is not None else None
-        if queue and events[queue[0]].ts <= events[a].ts:
+        if queue and (events[queue[0]].ts or 0.0) <= (events[a].ts or 0.0):
             op = queue.popleft()
             pairs[a] = op
             taken.add(op)
@@ -676,7 +680,7 @@ def _spans(events: list[_Event], indices: list[int]) -> _Spans:
     spans = _Spans()
     for i in indices:
         e = events[i]
-        spans.add(_thread(e), e.ts, _end(e), i)
+        spans.add(_thread(e), e.ts or 0.0, _end(e) or 0.0, i)
     return spans.freeze()
 
 
@@ -986,8 +990,8 @@ def _timing(row: dict[str, Any], cpu: _Event, kernels: list[_Event]) -> None:
     elif timed:
         # Several kernels (coalesced work): first start to last end, at Kineto's ns resolution
         # (the subtraction of two ~1e12 µs doubles would otherwise show rounding noise).
-        start = min(k.ts for k in timed)
-        end = max(k.ts + (k.dur or 0.0) for k in timed)
+        start = min(k.ts or 0.0 for k in timed)
+        end = max((k.ts or 0.0) + (k.dur or 0.0) for k in timed)
         row["start_us"], row["duration_us"] = start, round(end - start, 3)
     else:
         row["start_us"], row["duration_us"] = cpu.ts, cpu.dur

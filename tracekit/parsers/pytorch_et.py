@@ -65,7 +65,7 @@ import gc
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -129,7 +129,7 @@ def _decode(data: bytes) -> Any:
 # ------------------------------------------------------------------------------------- node access
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -209,9 +209,7 @@ class _Node:
         attrs = raw.get("attrs")
         if attrs is None:  # 1.0.1: the standard attrs are top-level keys
             return {
-                k: raw[k]
-                for k in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
-                if k in raw
+                k: raw[k] for k in ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema") if k in raw
             }
         if not isinstance(attrs, list):
             raise TypeError("attrs is not an array")
@@ -267,20 +265,12 @@ def _tensor_dtypes(type_name: str) -> list[str | None]:
 
 
 def _collect_tensors(value: Any, dtype: str | None, dtypes: list[str | None], out: list) -> None:
-    if (
-        isinstance(value, list)
-        and len(value) >= 5
-        and _is_int(value[0])
-        and _is_int(value[3])
-        and _is_int(value[4])
-    ):
+    if isinstance(value, list) and len(value) >= 5 and _is_int(value[0]) and _is_int(value[3]) and _is_int(value[4]):
         # [tensor_id, storage_id, offset, numel, itemsize, device]
         if value[3] < 0 or value[4] < 0:
             raise ValueError(f"tensor {value!r} has a negative numel or itemsize")
         index = len(out)
-        use = dtype or (
-            dtypes[index] if index < len(dtypes) else (dtypes[0] if len(set(dtypes)) == 1 else None)
-        )
+        use = dtype or (dtypes[index] if index < len(dtypes) else (dtypes[0] if len(set(dtypes)) == 1 else None))
         out.append((value[3], value[4], use))
         return
     if isinstance(value, list):
@@ -583,9 +573,7 @@ def _rpc_row(
     peer = None
     own_rank = args.rank
     if comm_type in _PEER_RANK_TYPES:
-        peer = _global_peer(
-            args.rank, group if pg_name is not None else groups.get(None), start, stride, inferred
-        )
+        peer = _global_peer(args.rank, group if pg_name is not None else groups.get(None), start, stride, inferred)
         own_rank = None
     elif comm_type in _ROOT_RANK_TYPES:
         own_rank = None
@@ -651,9 +639,7 @@ _C10D_OUTPUT_FIRST = (
 _C10D_EVEN = ("_allgather_base", "_reduce_scatter_base", "allgather_into_tensor", "reduce_scatter_tensor")
 
 
-def _c10d_row(
-    node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Groups, work: _Node | None = None
-) -> _Row:
+def _c10d_row(node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Groups, work: _Node | None = None) -> _Row:
     """A row read from a `c10d::` op; `work` is the backend annotation of its work, when paired."""
     inferred: list[str] = []
     pairs = node.inputs()
@@ -683,9 +669,7 @@ def _c10d_row(
                 raise TypeError(f"Int input {value!r} is not an integer")
             ints.append((name, value))
     if not out_tensors:
-        out_tensors = [
-            t for v, t_name in node.outputs() if _is_tensor_type(t_name) for t in _tensors(v, t_name)
-        ]
+        out_tensors = [t for v, t_name in node.outputs() if _is_tensor_type(t_name) for t in _tensors(v, t_name)]
     if comm_type == "RECV" and in_tensors and not out_tensors:
         out_tensors = in_tensors  # recv_(Tensor[] tensors, ...): the buffer the message lands in
     ins, outs = _Sizes(in_tensors), _Sizes(out_tensors)
@@ -784,9 +768,7 @@ def _load(source: Any) -> tuple[dict[str, Any], list[Any]]:
     data = source.read()
     doc = _decode(data)
     if not isinstance(doc, dict):
-        raise TraceError(
-            f"not a PyTorch execution trace: top level is a JSON {type(doc).__name__}", "byte offset 0"
-        )
+        raise TraceError(f"not a PyTorch execution trace: top level is a JSON {type(doc).__name__}", "byte offset 0")
     nodes = doc.get("nodes")
     if not isinstance(nodes, list):
         what = "no 'nodes' array" if nodes is None else f"'nodes' is a {type(nodes).__name__}, not an array"
@@ -916,9 +898,7 @@ def _pair_dispatchers(
                 chosen = ancestor
                 break
         if chosen is None:
-            found = _nearest_below(
-                lanes_any if rf is None else lanes_no_rf, a_type, tid, candidates[a][0].index
-            )
+            found = _nearest_below(lanes_any if rf is None else lanes_no_rf, a_type, tid, candidates[a][0].index)
             if found is not None:
                 chosen = found[0].ids[found[1]]
         if chosen is not None:
@@ -1158,9 +1138,7 @@ def _fill_world_and_hint(meta: TraceMeta, rows: list[_Row], groups: _Groups) -> 
     if default is not None and default.group_size is not None:
         meta.world_size = default.group_size
     if meta.world_size is None:
-        sizes = {
-            r.row["group_size"] for r in rows if r.row["pg_name"] == "0" and r.row["group_size"] is not None
-        }
+        sizes = {r.row["group_size"] for r in rows if r.row["pg_name"] == "0" and r.row["group_size"] is not None}
         if len(sizes) == 1:
             meta.world_size = sizes.pop()
 

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from tracekit.parsers import et_def_pb2
 
@@ -24,8 +24,7 @@ AttributeProto = et_def_pb2.AttributeProto
 Node = et_def_pb2.Node
 
 COMM_TYPE_NUMBERS: dict[str, int] = {
-    value.name: value.number
-    for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["CollectiveCommType"].values
+    value.name: value.number for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["CollectiveCommType"].values
 }
 NODE_TYPE_NUMBERS: dict[str, int] = {
     value.name: value.number for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["NodeType"].values
@@ -123,7 +122,7 @@ def _node(
     return Node(
         id=node_id,
         name=name,
-        type=node_type,
+        type=cast("et_def_pb2.NodeType", node_type),
         ctrl_deps=ctrl_deps,
         data_deps=data_deps,
         start_time_micros=start_us,
@@ -155,9 +154,7 @@ def comm_node(
     ]
     if pg_name is not None:
         node_attrs.append(AttributeProto(name="pg_name", string_val=pg_name))
-    return _node(
-        node_id, name, COMM_COLL_NODE, node_attrs, ctrl_deps, data_deps, start_us, duration_us, attrs
-    )
+    return _node(node_id, name, COMM_COLL_NODE, node_attrs, ctrl_deps, data_deps, start_us, duration_us, attrs)
 
 
 def _p2p_node(
@@ -254,7 +251,7 @@ def pg_init_node(node_id: int, groups: list[dict[str, Any]]) -> Any:
     return Node(
         id=node_id,
         name="## process_group:init ##",
-        type=METADATA_NODE,
+        type=cast("et_def_pb2.NodeType", METADATA_NODE),
         inputs=et_def_pb2.IOInfo(values=values),
     )
 
@@ -275,7 +272,7 @@ class EtWriter:
         if self._owns:
             path = Path(target)  # type: ignore[arg-type]
             if path.name.endswith(".gz"):
-                self._file: IO[bytes] = gzip.open(path, "wb", compresslevel=compresslevel)
+                self._file: IO[bytes] | gzip.GzipFile = gzip.open(path, "wb", compresslevel=compresslevel)
             else:
                 self._file = open(path, "wb")
         else:
@@ -286,9 +283,7 @@ class EtWriter:
 
     def write_metadata(self, version: str = "0.0.4", attrs: dict[str, Any] | None = None) -> None:
         """The GlobalMetadata record (must come first)."""
-        message = et_def_pb2.GlobalMetadata(
-            version=version, attr=[attr(k, v) for k, v in (attrs or {}).items()]
-        )
+        message = et_def_pb2.GlobalMetadata(version=version, attr=[attr(k, v) for k, v in (attrs or {}).items()])
         self.write_raw(message.SerializeToString())
 
     def write_node(self, node: Any) -> None:
