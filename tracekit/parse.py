@@ -22,13 +22,9 @@ class ParsedTrace:
     collectives: pa.Table
 
 
-def parse_file(
-    path: str | Path | None = None, *, data: bytes | None = None, name: str = "trace"
-) -> ParsedTrace:
+def parse_file(path: str | Path | None = None, *, data: bytes | None = None, name: str = "trace") -> ParsedTrace:
     """Detect the format of one file (or of `data`) and parse it. Raises TraceError on bad input."""
-    source: FileSource | BytesSource = (
-        source_for(path) if path is not None else BytesSource(data or b"", name, name)
-    )
+    source: FileSource | BytesSource = source_for(path) if path is not None else BytesSource(data or b"", name, name)
     with source.open() as stream:
         head = stream.read(1 << 16)
     fmt = detect_format(head, source.name)
