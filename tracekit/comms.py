@@ -213,3 +213,15 @@ def parse_nccl_kernel(name: str) -> tuple[str | None, str | None]:
                 dtype = normalize_dtype(tail.split("_RING")[0].split("_TREE")[0])
                 break
     return comm_type, dtype
+
+
+def backend_name(config: object) -> str | None:
+    """The backend(s) of a PyTorch `backend_config`: 'cuda:nccl' -> 'nccl'; 'cpu:gloo,cuda:nccl' -> 'gloo,nccl'."""
+    if not isinstance(config, str) or not config.strip():
+        return None
+    names: list[str] = []
+    for part in config.split(","):
+        name = part.split(":")[-1].strip()
+        if name and name not in names:
+            names.append(name)
+    return ",".join(names) or None

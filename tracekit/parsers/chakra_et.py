@@ -36,7 +36,7 @@ from typing import IO, Any
 import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the registry)
 from google.protobuf.message import DecodeError  # noqa: TID253
 
-from tracekit.comms import CHAKRA_COMM_TYPES
+from tracekit.comms import CHAKRA_COMM_TYPES, backend_name
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, ProcessGroup, Source, TableBuffer, TraceError, TraceMeta
 from tracekit.schema import arrow_schema
@@ -305,7 +305,7 @@ def _process_group(entry: dict[str, Any]) -> ProcessGroup | None:
     return ProcessGroup(
         pg_name=str(name),
         pg_desc=str(desc) if desc is not None else None,
-        backend=_backend_name(entry.get("backend_config")),
+        backend=backend_name(entry.get("backend_config")),
         group_size=size,
         ranks=ranks,
     )
@@ -322,18 +322,6 @@ def _group_ranks(raw: Any) -> list[int]:
     except (TypeError, ValueError):
         pass
     return []
-
-
-def _backend_name(config: Any) -> str | None:
-    """'cuda:nccl' -> 'nccl'; 'cpu:gloo,cuda:nccl' -> 'gloo,nccl'."""
-    if not isinstance(config, str) or not config.strip():
-        return None
-    names: list[str] = []
-    for part in config.split(","):
-        name = part.split(":", 1)[-1].strip()
-        if name and name not in names:
-            names.append(name)
-    return ",".join(names) or None
 
 
 # ---------------------------------------------------------------------------------------------

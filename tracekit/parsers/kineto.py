@@ -68,6 +68,7 @@ from typing import Any
 import msgspec
 
 from tracekit.comms import (
+    backend_name,
     comm_type_of,
     is_nccl_kernel,
     is_uneven_name,
@@ -337,18 +338,6 @@ def _meta(trace: _Trace) -> TraceMeta:
     return meta
 
 
-def _backend(config: Any) -> str | None:
-    """'cuda:nccl' -> 'nccl'; 'cpu:gloo,cuda:nccl' -> 'gloo,nccl'."""
-    if not isinstance(config, str) or not config:
-        return None
-    names: list[str] = []
-    for part in config.split(","):
-        name = part.split(":")[-1].strip()
-        if name and name not in names:
-            names.append(name)
-    return ",".join(names) or None
-
-
 def _process_groups(config: Any) -> list[ProcessGroup]:
     if isinstance(config, dict):
         config = list(config.values())
@@ -367,7 +356,7 @@ def _process_groups(config: Any) -> list[ProcessGroup]:
             ProcessGroup(
                 pg_name=str(entry["pg_name"]),
                 pg_desc=str(desc) if desc is not None else None,
-                backend=_backend(entry.get("backend_config")),
+                backend=backend_name(entry.get("backend_config")),
                 group_size=_int(entry.get("pg_size", entry.get("group_size"))),
                 ranks=rank_list,
             )

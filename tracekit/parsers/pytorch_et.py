@@ -382,24 +382,12 @@ def _process_groups(node: _Node) -> list[ProcessGroup]:
             ProcessGroup(
                 pg_name=str(name),
                 pg_desc=str(desc) if desc is not None else None,
-                backend=_backend(entry.get("backend_config")),
+                backend=comms.backend_name(entry.get("backend_config")),
                 group_size=size,
                 ranks=ranks,
             )
         )
     return groups
-
-
-def _backend(config: Any) -> str | None:
-    """'cuda:nccl' -> 'nccl'; 'cpu:gloo,cuda:nccl' -> 'gloo,nccl'; 'nccl' -> 'nccl'."""
-    if not isinstance(config, str) or not config.strip():
-        return None
-    names: list[str] = []
-    for part in config.split(","):
-        name = part.split(":")[-1].strip()
-        if name and name not in names:
-            names.append(name)
-    return ",".join(names) or None
 
 
 # -------------------------------------------------------------------------------- collective rows
