@@ -43,13 +43,9 @@ def ingest(
     label: Annotated[str | None, typer.Option(help="Model or workload name of the job(s).")] = None,
     manifest: Annotated[
         Path | None,
-        typer.Option(
-            help="CSV mapping files/folders/archives to jobs: columns job_id, path[, label, started_at]."
-        ),
+        typer.Option(help="CSV mapping files/folders/archives to jobs: columns job_id, path[, label, started_at]."),
     ] = None,
-    workers: Annotated[
-        int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).")
-    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
 ) -> None:
     """Parse traces (Chakra ET/JSON, PyTorch ET, Kineto) into DATASET as Parquet plus a DuckDB file.
@@ -67,9 +63,7 @@ def ingest(
     console = Console(stderr=True)
     try:
         with _progress(console, quiet) as advance:
-            report = run_ingest(
-                paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance
-            )
+            report = run_ingest(paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance)
     except (DatasetError, ValueError) as exc:
         console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_DATASET_ERROR) from exc
@@ -143,12 +137,12 @@ def _summary(console: Console, report: IngestReport) -> None:
         table.add_row(row["comm_type"], f"{row['count']:,}", _human_bytes(row["in_bytes"]))
     if totals["collectives"]:
         console.print(table)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
     for error in report.errors[:_ERRORS_SHOWN]:
         console.print(f"[red]error:[/red] {_escape(error)}", highlight=False, soft_wrap=True)
     if failed > _ERRORS_SHOWN:
-        console.print(
-            f"... and {failed - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'"
-        )
+        console.print(f"... and {failed - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'")
     console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
 
 
@@ -156,6 +150,63 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+@app.command()
+def generate(
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the fleet (or, with --fit, the profile) to.")
+    ],
+    jobs: Annotated[int, typer.Option("--jobs", "-n", help="Number of jobs.")] = 100,
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and profile give the same bytes.")] = 0,
+    profile: Annotated[
+        str, typer.Option(help="Built-in profile (default, sample, meta-llm-tail) or a profile TOML file.")
+    ] = "default",
+    fit: Annotated[
+        Path | None,
+        typer.Option(help="Instead of a fleet, fit a profile to this ingested DATASET and write it to --out."),
+    ] = None,
+    archive: Annotated[
+        bool, typer.Option(help="One .tgz per job instead of a folder of rank files (small, few files).")
+    ] = False,
+    workers: Annotated[int | None, typer.Option(help="Writer processes (default: CPU count).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary.")] = False,
+) -> None:
+    """Write a synthetic fleet of per-rank Chakra .et traces plus a manifest that `ingest` picks up.
+
+    Example: tracekit generate --jobs 300 --seed 1 --profile sample --out fleet/
+    then:    tracekit ingest fleet/ --out fleet.dataset
+
+    With --fit DATASET: write the profile fitted to an ingested dataset (statistics only, no traces)
+    to --out (a .toml file), to regenerate a look-alike fleet with --profile.
+    Exit code 0: done; 3: bad profile, existing fleet, or unreadable dataset.
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    try:
+        if fit is not None:
+            from tracekit.generate import fit_profile, write_profile
+
+            written = write_profile(fit_profile(fit, base=profile), out)
+            if not quiet:
+                console.print(f"profile fitted to {fit} → {written}", highlight=False)
+            return
+        from tracekit.generate import generate_fleet
+
+        summary = generate_fleet(out, jobs, seed, profile, workers=workers, archive=archive)
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_DATASET_ERROR) from exc
+    if not quiet:
+        mix = ", ".join(f"{name} {count}" for name, count in sorted(summary.classes.items()))
+        console.print(
+            f"[bold]{summary.jobs}[/bold] jobs ({mix}), {summary.files:,} rank files, "
+            f"{_human_bytes(summary.bytes)} in {summary.seconds:.1f} s "
+            f"({summary.jobs_per_second:,.0f} jobs/s) → {summary.out}",
+            highlight=False,
+        )
+        console.print(f"ingest it: tracekit ingest {summary.out} --out DATASET", highlight=False)
 
 
 def main() -> None:
