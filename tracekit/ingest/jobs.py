@@ -178,32 +178,39 @@ def _job_collectives(
 
     from tracekit.schema import arrow_schema
 
-    frames = []
-    formats: dict[str, str | None] = {}
-    for p, row in zip(parsed, rows, strict=True):
-        path = p.staged.get("collectives")
-        if not path or row["status"] != "ok":
-            continue
-        formats[p.trace_id] = p.format
-        frame = pl.read_parquet(path).with_columns(
-            pl.lit(job_id).alias("job_id"), pl.lit(row["rank"], pl.Int32).alias("rank")
-        )
-        frames.append(_fill_group_size(frame, groups, world_size if p.format == "chakra_et" else None))
-    if not frames:
+    staged = [
+        (p.staged["collectives"], p.trace_id, row["rank"], p.format)
+        for p, row in zip(parsed, rows, strict=True)
+        if "collectives" in p.staged and row["status"] == "ok"
+    ]
+    if not staged:
         return None
-    merged = link_host_and_device(pl.concat(frames, how="vertical"), formats)
+    paths, trace_ids, ranks, formats = (list(column) for column in zip(*staged, strict=True))
+    per_trace = pl.DataFrame(
+        {"trace_id": trace_ids, "_rank": ranks, "_chakra": [f == "chakra_et" for f in formats]},
+        schema={"trace_id": pl.String, "_rank": pl.Int32, "_chakra": pl.Boolean},
+    )
+    # One read for the whole job: per-file reads dominate ingest time for fleets of small traces.
+    frame = (
+        pl.read_parquet(paths)
+        .join(per_trace, on="trace_id", how="left")
+        .with_columns(pl.lit(job_id).alias("job_id"), pl.col("_rank").alias("rank"))
+    )
+    frame = _fill_group_size(frame, groups, world_size).drop("_rank", "_chakra")
+    merged = link_host_and_device(frame, dict(zip(trace_ids, formats, strict=True)))
     return merged.to_arrow().cast(arrow_schema("collectives"))
 
 
-def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], whole_world: int | None) -> pl.DataFrame:
+def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], world_size: int | None) -> pl.DataFrame:
     """Group sizes the process group (or, for Chakra files, the world) records and the op does not."""
     import polars as pl
 
     sizes = {name: g["group_size"] for name, g in groups.items() if g.get("group_size") is not None}
     from_group = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int32)
-    if whole_world is not None:
+    if world_size is not None:
         # ASTRA-sim's reading of a Chakra collective with no process group: all ranks take part.
-        from_group = pl.when(pl.col("pg_name").is_null()).then(pl.lit(whole_world, pl.Int32)).otherwise(from_group)
+        whole_world = pl.col("pg_name").is_null() & pl.col("_chakra")
+        from_group = pl.when(whole_world).then(pl.lit(world_size, pl.Int32)).otherwise(from_group)
     fill = pl.col("group_size").is_null() & from_group.is_not_null()
     return frame.with_columns(
         pl.when(fill).then(from_group).otherwise(pl.col("group_size")).alias("group_size"),
