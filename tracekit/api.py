@@ -40,6 +40,13 @@ class TraceDataset:
             return self.con.sql(query)
         return self.con.sql(query, params=params)
 
+    def query(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of the shipped query queries/<name>.sql, as dicts (see tracekit.queries)."""
+        from tracekit.queries import load_query
+
+        relation = self.sql(load_query(name), params or None)
+        return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+
     def __getattr__(self, name: str) -> duckdb.DuckDBPyRelation:
         if name in TABLES:
             return self.table(name)

@@ -31,15 +31,12 @@ from typing import Any
 
 from tracekit.generate.jobs import fleet_span
 from tracekit.generate.profile import CLASSES, Profile, load_profile, periods, validate_profile
-from tracekit.resources import resource_dir
 
 
 def run_query(ds: Any, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows of queries/<name>.sql over the open dataset `ds` (tracekit.open), as dicts."""
-    text = (resource_dir("queries") / f"{name}.sql").read_text()
-    rel = ds.sql(text, params or None)
-    cols = rel.columns
-    return [dict(zip(cols, row, strict=True)) for row in rel.fetchall()]
+    rows: list[dict[str, Any]] = ds.query(name, params)
+    return rows
 
 
 def _logit_fit(

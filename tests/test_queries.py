@@ -1,0 +1,51 @@
+"""Every shipped query has its header, binds its parameters, and runs on an ingested dataset."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tests.builders import write_et_job
+from tracekit.ingest import ingest
+from tracekit.queries import load_query, query_header, query_names
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("queries")
+    write_et_job(root / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    (root / "in" / "tracekit_manifest.csv").write_text(
+        "job_id,path,label,started_at\njobA,jobA,fsdp:llama-7b,2024-02-01\n"
+    )
+    assert ingest([root / "in"], root / "ds").ok
+    # A real captured job with sub-groups and send/recv.
+    assert ingest([SAMPLES / "captured" / "pipeline_p2p"], root / "ds", label="llm-3d:pipeline").ok
+    return root / "ds"
+
+
+def test_there_are_queries() -> None:
+    assert len(query_names()) >= 5
+
+
+@pytest.mark.parametrize("name", query_names())
+def test_query_has_a_header_and_reads_no_files(name: str) -> None:
+    header = query_header(name)
+    assert header["name"] == name
+    assert header["answers"] and "params" in header and header["returns"]
+    body = "\n".join(line for line in load_query(name).splitlines() if not line.startswith("--"))
+    assert not re.search(r"read_(parquet|csv|json)|'[^']*\.(parquet|csv|json|duckdb)'", body)
+
+
+@pytest.mark.parametrize("name", query_names())
+def test_query_runs_with_its_declared_parameters(dataset: Path, name: str) -> None:
+    declared = set(re.findall(r"\$(\w+)", query_header(name)["params"]))
+    assert declared == set(re.findall(r"\$(\w+)", load_query(name).split("\nselect", 1)[-1])) or not declared
+    with tracekit.open(dataset) as ds:
+        rows = ds.query(name, {k: PARAMS[k] for k in declared} or None)
+    assert rows, f"{name} returned nothing on a one-job dataset"
