@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import tracekit
 from tests.builders import write_et_job
+from tests.cli.test_cli import DUCKDB
 from tracekit.ingest import ingest
-from tracekit.queries import load_query, query_header, query_names
+from tracekit.queries import load_query, query_header, query_names, query_params
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0}
@@ -49,3 +51,22 @@ def test_query_runs_with_its_declared_parameters(dataset: Path, name: str) -> No
     with tracekit.open(dataset) as ds:
         rows = ds.query(name, {k: PARAMS[k] for k in declared} or None)
     assert rows, f"{name} returned nothing on a one-job dataset"
+
+
+@pytest.mark.skipif(DUCKDB is None, reason="the duckdb shell (pip install duckdb-cli) is not installed")
+@pytest.mark.parametrize("name", query_names())
+def test_every_query_is_in_the_dataset_for_the_duckdb_shell(dataset: Path, name: str) -> None:
+    params = query_params(name)
+    literal = {"start": "'2024-01-01'", "period_months": "3", "rank": "0"}
+    call = f"{name}({', '.join(literal[p] for p in params)})" if params else name
+    with tracekit.open(dataset) as ds:
+        expected = len(ds.query(name, {p: PARAMS[p] for p in params} or None))
+    assert DUCKDB is not None
+    shell = subprocess.run(
+        [DUCKDB, "-csv", "-noheader", str(dataset / "tracekit.duckdb"), "-c", f"select count(*) from {call}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert int(shell.stdout.strip()) == expected > 0

@@ -202,6 +202,7 @@ class Dataset:
             con.register(f"collectives_{index}", collectives)
             con.execute(f"INSERT INTO d.collectives BY NAME SELECT * FROM collectives_{index}")
         moves = self._export(con, changes.run_id, out)
+        _store_queries(con)
         con.execute("CHECKPOINT d")
         con.execute("DETACH d")
         con.close()
@@ -234,6 +235,16 @@ class Dataset:
         target.parent.mkdir(parents=True, exist_ok=True)
         con.execute(f"COPY ({query}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)")
         return (str(target), str(final))
+
+
+def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
+    """Every queries/*.sql as a view or table macro of the dataset, for users of the DuckDB shell."""
+    from tracekit.queries import catalog_statement, query_names
+
+    con.execute("USE d")
+    for name in query_names():
+        con.execute(catalog_statement(name))
+    con.execute("USE memory")
 
 
 def _sql_path(path: Path) -> str:
