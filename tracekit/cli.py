@@ -6,6 +6,7 @@ answers at once.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -152,6 +153,13 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
+class TraceFormat(StrEnum):
+    """`generate --trace-format`: the per-rank file format."""
+
+    chakra = "chakra"
+    pytorch_et = "pytorch-et"
+
+
 @app.command()
 def generate(
     out: Annotated[
@@ -170,9 +178,19 @@ def generate(
         bool, typer.Option(help="One .tgz per job instead of a folder of rank files (small, few files).")
     ] = False,
     workers: Annotated[int | None, typer.Option(help="Writer processes (default: CPU count).")] = None,
+    trace_format: Annotated[
+        TraceFormat,
+        typer.Option(
+            "--trace-format",
+            help="Per-rank file format: chakra (<job>.<rank>.et) or pytorch-et (PyTorch Execution Trace "
+            "JSON of the same nodes, <job>.<rank>.json.gz).",
+        ),
+    ] = TraceFormat.chakra,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary.")] = False,
 ) -> None:
     """Write a synthetic fleet of per-rank Chakra .et traces plus a manifest that `ingest` picks up.
+
+    With --trace-format pytorch-et each rank is a PyTorch Execution Trace JSON file instead.
 
     Example: tracekit generate --jobs 300 --seed 1 --profile sample --out fleet/
     then:    tracekit ingest fleet/ --out fleet.dataset
@@ -194,7 +212,9 @@ def generate(
             return
         from tracekit.generate import generate_fleet
 
-        summary = generate_fleet(out, jobs, seed, profile, workers=workers, archive=archive)
+        summary = generate_fleet(
+            out, jobs, seed, profile, workers=workers, archive=archive, trace_format=trace_format.value
+        )
     except (ValueError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_DATASET_ERROR) from exc

@@ -6,6 +6,8 @@ Layout of OUT:
     (with archive=True: job-000000.tgz per job, members job-000000/job-000000.<rank>.et)
     profile.toml                     the profile the fleet was drawn from (exactly as used)
     job-000000/job-000000.0.et ...   one file per rank, `<job>.<rank>.et`
+    (with trace_format="pytorch-et": job-000000/job-000000.0.json.gz ..., PyTorch Execution Trace
+    JSON of the same nodes, gzip-compressed; see EtJsonRankTrace in traces.py)
 
 `tracekit ingest OUT` picks the manifest up by itself, so each job keeps its name, label
 ('class:model') and start date. Jobs are written by a process pool; a job's content depends only
@@ -26,10 +28,12 @@ from typing import Any
 
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
-from tracekit.generate.traces import ET_VERSION, rank_records
+from tracekit.generate.traces import ET_VERSION, rank_documents, rank_records
 from tracekit.ingest.discover import MANIFEST_NAME
 
 MANIFEST_COLUMNS = ["job_id", "path", "label", "started_at", "class", "model", "world_size"]
+# Per-rank file formats: Chakra .et (default) or PyTorch Execution Trace JSON (.json.gz).
+TRACE_FORMATS = ("chakra", "pytorch-et")
 
 
 @dataclass
@@ -56,13 +60,22 @@ def _init(profile: Profile) -> None:
 
 
 def write_job(
-    profile: Profile, seed: int, index: int, jobs: int, out: Path, archive: bool = False
+    profile: Profile,
+    seed: int,
+    index: int,
+    jobs: int,
+    out: Path,
+    archive: bool = False,
+    trace_format: str = "chakra",
 ) -> tuple[dict[str, Any], int, int]:
     """Write job `index` of a `jobs`-job fleet under `out`; (manifest row, files, bytes written).
 
     `archive`: one `<job>.tgz` holding the rank files instead of a folder (ingest reads archives
     in memory; gzip and tar timestamps are fixed, so the bytes are deterministic).
+    `trace_format`: "chakra" (`<job>.<rank>.et`) or "pytorch-et" (`<job>.<rank>.json.gz`).
     """
+    if trace_format not in TRACE_FORMATS:
+        raise ValueError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     import gzip
     import io
     import tarfile
@@ -80,22 +93,37 @@ def write_job(
     folder = out / spec.job_id
     if not archive:
         folder.mkdir(parents=True, exist_ok=True)
-    for rank, records in rank_records(spec, profile, cache):
-        name = f"{spec.job_id}.{rank}.et"
-        if tar is not None:
-            buffer = io.BytesIO()
-            with EtWriter(buffer) as writer:
-                _write_records(writer, header, records)
-            data = buffer.getvalue()
-            info = tarfile.TarInfo(f"{spec.job_id}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
+    if trace_format == "pytorch-et":
+        from tracekit.writers import pytorch_et
+
+        for rank, doc in rank_documents(spec, profile):
+            data = pytorch_et.compress(pytorch_et.dumps(doc), compresslevel=3)  # level 6: 2x time, -25% size
+            name = f"{spec.job_id}.{rank}.json.gz"
+            if tar is not None:
+                info = tarfile.TarInfo(f"{spec.job_id}/{name}")
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+            else:
+                (folder / name).write_bytes(data)
             total += len(data)
-        else:
-            with EtWriter(folder / name) as writer:
-                _write_records(writer, header, records)
-            total += _framed_size(header) + sum(_framed_size(r) for r in records)
-        files += 1
+            files += 1
+    else:
+        for rank, records in rank_records(spec, profile, cache):
+            name = f"{spec.job_id}.{rank}.et"
+            if tar is not None:
+                buffer = io.BytesIO()
+                with EtWriter(buffer) as writer:
+                    _write_records(writer, header, records)
+                data = buffer.getvalue()
+                info = tarfile.TarInfo(f"{spec.job_id}/{name}")
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                tar.addfile(info, io.BytesIO(data))
+                total += len(data)
+            else:
+                with EtWriter(folder / name) as writer:
+                    _write_records(writer, header, records)
+                total += _framed_size(header) + sum(_framed_size(r) for r in records)
+            files += 1
     path = spec.job_id
     if tar is not None:
         tar.close()
@@ -130,10 +158,10 @@ def _framed_size(payload: bytes) -> int:
     return prefix + len(payload)
 
 
-def _work(args: tuple[int, int, int, str, bool]) -> tuple[dict[str, Any], int, int]:
-    seed, index, jobs, out, archive = args
+def _work(args: tuple[int, int, int, str, bool, str]) -> tuple[dict[str, Any], int, int]:
+    seed, index, jobs, out, archive, trace_format = args
     assert _PROFILE is not None
-    return write_job(_PROFILE, seed, index, jobs, Path(out), archive)
+    return write_job(_PROFILE, seed, index, jobs, Path(out), archive, trace_format)
 
 
 def generate_fleet(
@@ -144,15 +172,20 @@ def generate_fleet(
     *,
     workers: int | None = None,
     archive: bool = False,
+    trace_format: str = "chakra",
     progress: Callable[[int], None] | None = None,
 ) -> FleetSummary:
     """Write `jobs` jobs drawn from `profile` (a name, a TOML path or a loaded profile) into `out`.
 
     `workers`: processes (default: CPU count); the output does not depend on it. `archive`: one
     .tgz per job instead of a folder of rank files (small, few files: used for sample_traces/).
+    `trace_format`: "chakra" writes `<job>.<rank>.et`; "pytorch-et" writes, instead, PyTorch
+    Execution Trace JSON `<job>.<rank>.json.gz` of the same nodes (ingest gives the same collectives).
     """
     if jobs <= 0:
         raise ValueError("jobs must be positive")
+    if trace_format not in TRACE_FORMATS:
+        raise ValueError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     prof = profile if isinstance(profile, dict) else load_profile(profile)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -162,7 +195,7 @@ def generate_fleet(
     summary = FleetSummary(out)
     started = time.perf_counter()
     workers = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    tasks = ((seed, i, jobs, str(out), archive) for i in range(jobs))
+    tasks = ((seed, i, jobs, str(out), archive, trace_format) for i in range(jobs))
     with open(out / MANIFEST_NAME, "w", newline="") as f:
         manifest = csv.DictWriter(f, MANIFEST_COLUMNS)
         manifest.writeheader()

@@ -18,13 +18,17 @@ node lists the groups it belongs to with their ranks, so ingest records explicit
 Sizes follow Chakra's comm_size convention (bytes this rank passes in: the local shard for
 AllGather, the full input for ReduceScatter). Identical records are serialized once per job: most
 ranks of a job share most of their bytes.
+
+The class builders call a RankTrace per rank; rank_records serializes it as .et records, and
+rank_documents, with EtJsonRankTrace, as PyTorch Execution Trace JSON of the same nodes
+(`generate --trace-format pytorch-et`), which ingest reads into the same collectives rows.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tracekit.generate.jobs import JobSpec
@@ -179,6 +183,183 @@ class RankTrace:
         return node
 
 
+# PyTorch's c10d name of each comm_type as record_param_comms records it (FSDP/Megatron use the
+# *_into_tensor/*_tensor forms, recorded as _allgather_base/_reduce_scatter_base).
+C10D_NAMES = {
+    "ALL_REDUCE": "allreduce",
+    "ALL_GATHER": "_allgather_base",
+    "REDUCE_SCATTER": "_reduce_scatter_base",
+    "ALL_TO_ALL": "all_to_all",
+    "BROADCAST": "broadcast",
+    "REDUCE": "reduce",
+    "GATHER": "gather",
+    "SCATTER": "scatter",
+    "BARRIER": "barrier",
+}
+
+
+def _even_splits(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (k < extra) for k in range(parts)]
+
+
+class EtJsonRankTrace(RankTrace):
+    """One rank's nodes as PyTorch ET JSON nodes (tracekit.writers.pytorch_et) instead of .et records.
+
+    Same calls, ids, clock and `last` as RankTrace, so a builder makes the same nodes in both formats:
+    node id = .et id + 3 (ids 1 and 2 are the process and thread nodes), rf_id = .et id + 1. Compute
+    nodes are ops named as in the .et; collectives are record_param_comms nodes whose in_msg_nelems
+    times the dtype size is the .et comm_size (BFloat16, or Byte for an odd size). The ET tree is
+    flat (every op under the thread node): plain ET has no times and no dependency edges.
+    """
+
+    def __init__(self, bytes_per_us: float, rank: int, tensor_ids: list[int]) -> None:
+        super().__init__({}, bytes_per_us)
+        from tracekit.writers import pytorch_et
+
+        self._w = pytorch_et
+        self.rank = rank
+        self.device = f"cuda:{rank % 8}"
+        self.nodes: list[dict[str, Any]] = [pytorch_et.thread_node()]
+        # pg_name -> (desc, global ranks, size, this rank's group-local rank, rank start, rank stride)
+        self.pgs: dict[str, tuple[str, list[int], int, int, int, int]] = {}
+        self.seqs: dict[tuple[str, bool], int] = {}
+        self.tensor_ids = tensor_ids
+
+    def _next(self) -> int:
+        node_id = self.next_id
+        self.next_id += 1
+        self.last = node_id
+        return node_id
+
+    def _tensor_id(self) -> int:
+        self.tensor_ids[0] += 1
+        return self.tensor_ids[0]
+
+    def pg_init(self, entries: list[dict[str, Any]]) -> None:
+        world = next(e["group_size"] for e in entries if e["pg_name"] == "0")
+        groups = [{**e, "group_count": len(entries)} for e in entries]
+        for e in entries:
+            ranks = e["ranks"] or list(range(world))
+            local = ranks.index(self.rank) if self.rank in ranks else -1
+            start, stride = self._w.rank_range(e["ranks"])
+            self.pgs[e["pg_name"]] = (e["pg_desc"], e["ranks"], e["group_size"], local, start, stride)
+        node_id = self._next()
+        self.nodes.append(self._w.pg_init_node(node_id + 3, groups, rf_id=node_id + 1))
+        self.last = None
+
+    def comp(self, name: str, duration_us: int, deps: tuple[int, ...] | None = None, advance: bool = True) -> int:
+        node_id = self._next()
+        self.nodes.append(self._w.op_node(node_id + 3, name, node_id + 1))
+        if advance:
+            self.clock += duration_us
+        return node_id
+
+    def _group(self, pg: str) -> tuple[str, list[int], int, int, int, int]:
+        found = self.pgs.get(pg)
+        return found if found is not None else ("", [self.rank], 1, 0, self.rank, 1)  # "": a one-rank group
+
+    def _comm(
+        self,
+        collective: str,
+        pg: str,
+        size: int,
+        in_nelems: int,
+        out_nelems: int,
+        rank_arg: int,
+        in_splits: list[int] | None = None,
+        out_splits: list[int] | None = None,
+        p2p: bool = False,
+    ) -> int:
+        desc, _, group_size, _, start, stride = self._group(pg)
+        seq = self.seqs.get((pg, p2p), 0) + 1
+        self.seqs[(pg, p2p)] = seq
+        node_id = self._next()
+        in_id = self._tensor_id()
+        self.nodes.append(
+            self._w.comm_node(
+                node_id + 3,
+                collective,
+                rf_id=node_id + 1,
+                seq=seq,
+                dtype="BFloat16" if size % 2 == 0 else "Byte",
+                in_nelems=in_nelems,
+                out_nelems=out_nelems,
+                rank=rank_arg,
+                pg_name=pg,
+                pg_desc=desc,
+                pg_size=group_size,
+                rank_start=start,
+                rank_stride=stride,
+                in_splits=in_splits,
+                out_splits=out_splits,
+                tensor_ids=(in_id, in_id if collective == "allreduce" else self._tensor_id()),
+                device=self.device,
+                p2p=p2p,
+            )
+        )
+        return node_id
+
+    def coll(
+        self,
+        name: str,
+        comm_type: str,
+        size: int,
+        pg: str,
+        logical: int | None = None,
+        data: tuple[int, ...] | None = None,
+        start: int | None = None,
+    ) -> int:
+        duration = max(1, int((logical if logical is not None else size) / self.bytes_per_us))
+        itemsize = 2 if size % 2 == 0 else 1
+        nelems = size // itemsize
+        _, _, group_size, local, _, _ = self._group(pg)
+        in_splits = out_splits = None
+        collective = C10D_NAMES[comm_type]
+        if comm_type == "ALL_TO_ALL":
+            if "alltoallv" in name.replace("_", ""):
+                collective = "all_to_allv"
+            out_nelems = max(1, (logical if logical is not None else size) // itemsize)
+            # An all-to-allv's per-peer splits are not part of the generated fleet (the .et format
+            # has none), so none are written rather than made up; an even all-to-all's are implied.
+            if collective != "all_to_allv":
+                in_splits = _even_splits(nelems, group_size)
+                out_splits = _even_splits(out_nelems, group_size)
+        elif comm_type == "ALL_GATHER":
+            out_nelems = nelems * group_size
+        elif comm_type == "REDUCE_SCATTER":
+            out_nelems = nelems // group_size
+        else:
+            out_nelems = nelems
+        node = self._comm(collective, pg, size, nelems, out_nelems, local, in_splits, out_splits)
+        if start is None:
+            self.clock += duration
+        return node
+
+    def p2p(self, send: bool, name: str, size: int, rank: int, peer: int, tag: int, pg: str) -> int:
+        duration = max(1, int(size / self.bytes_per_us))
+        nelems = size // (2 if size % 2 == 0 else 1)
+        ranks = self._group(pg)[1]
+        local_peer = ranks.index(peer) if peer in ranks else peer
+        node = self._comm("send" if send else "recv", pg, size, nelems, nelems, local_peer, p2p=True)
+        self.clock += duration
+        return node
+
+    def document(self, spec: JobSpec) -> dict[str, Any]:
+        """The rank's ET JSON document: `time` is the job's start (UTC), `start_ts` in ms."""
+        start_ms = int(spec.started_at.timestamp() * 1000)
+        return self._w.document(
+            [*self.nodes, self._w.process_node()],
+            pid=1000 + self.rank,
+            time=spec.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+            start_ts=start_ms,
+            finish_ts=start_ms + (self.clock - CLOCK_ORIGIN_US) // 1000,
+        )
+
+
+NewTrace = Callable[[int], RankTrace]
+
+
 def _skews(seed: int, rank: int, count: int, sigma: float) -> list[float]:
     if sigma <= 0:
         return [1.0] * count
@@ -204,8 +385,26 @@ def rank_records(
     spec: JobSpec, profile: dict[str, Any], cache: dict[tuple[Any, ...], bytes]
 ) -> Iterator[tuple[int, list[bytes]]]:
     """(rank, Node records) for every rank of the job, in rank order."""
-    bytes_per_us = profile["fleet"].get("link_gbps", 400.0) * 1e3 / 8
-    yield from _BUILDERS[spec.cls](spec, profile, cache, bytes_per_us)
+    bytes_per_us = _bytes_per_us(profile)
+    for rank, trace in _BUILDERS[spec.cls](spec, profile, lambda _rank: RankTrace(cache, bytes_per_us), bytes_per_us):
+        yield rank, trace.records
+
+
+def rank_documents(spec: JobSpec, profile: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(rank, PyTorch ET JSON document) for every rank of the job, in rank order: the same nodes as
+    rank_records, written as ExecutionTraceObserver does (see EtJsonRankTrace)."""
+    bytes_per_us = _bytes_per_us(profile)
+    tensor_ids = [0]
+
+    def new(rank: int) -> EtJsonRankTrace:
+        return EtJsonRankTrace(bytes_per_us, rank, tensor_ids)
+
+    for rank, trace in _BUILDERS[spec.cls](spec, profile, new, bytes_per_us):
+        yield rank, trace.document(spec)
+
+
+def _bytes_per_us(profile: dict[str, Any]) -> float:
+    return float(profile["fleet"].get("link_gbps", 400.0) * 1e3 / 8)
 
 
 def _a2a_steps(t: RankTrace, spec: JobSpec, rank: int, pg: str, p: dict[str, Any], iteration: int, phase: str) -> None:
@@ -233,7 +432,7 @@ def _a2a_steps(t: RankTrace, spec: JobSpec, rank: int, pg: str, p: dict[str, Any
         t.comp("embedding_backward", 3000)
 
 
-def _ranking(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> Iterator[tuple[int, list[bytes]]]:
+def _ranking(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> Iterator[tuple[int, Any]]:
     cls = profile["classes"][spec.cls]
     p = spec.params
     world, group = spec.world_size, p["a2a_group"]
@@ -242,7 +441,7 @@ def _ranking(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) ->
     buckets = ddp_buckets(p["dense_bytes"], cls["first_bucket_bytes"], cls["bucket_cap_bytes"])
     iterations = profile["fleet"]["iterations"]
     for rank in range(world):
-        t = RankTrace(cache, bpu)
+        t = new(rank)
         a2a = a2a_names[rank // group]
         t.pg_init(groups.entries([a2a]))
         for it in range(iterations):
@@ -261,10 +460,10 @@ def _ranking(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) ->
                 t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0")
             before = () if t.last is None else (t.last,)
             t.comp("optimizer_step", 5000, deps=(*before, *bucket_ids))
-        yield rank, t.records
+        yield rank, t
 
 
-def _fsdp(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> Iterator[tuple[int, list[bytes]]]:
+def _fsdp(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> Iterator[tuple[int, Any]]:
     cls = profile["classes"][spec.cls]
     p = spec.params
     world, shard, replicas = spec.world_size, p["shard"], p["replicate"]
@@ -275,7 +474,7 @@ def _fsdp(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> It
     shard_bytes = -(-unit // shard)
     iterations = profile["fleet"]["iterations"]
     for rank in range(world):
-        t = RankTrace(cache, bpu)
+        t = new(rank)
         sg = shard_names[rank // shard]
         rg = rep_names[rank % shard]
         t.pg_init(groups.entries([sg] + ([rg] if replicas > 1 else [])))
@@ -297,7 +496,7 @@ def _fsdp(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> It
             for _ in range(cls["tiny_allreduces"]):
                 t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0")
             t.comp("optimizer_step", 5000)
-        yield rank, t.records
+        yield rank, t
 
 
 def llm_layout(world: int, tp: int, pp: int, dp: int) -> tuple[Groups, list[tuple[str, str, str]]]:
@@ -320,7 +519,7 @@ def llm_layout(world: int, tp: int, pp: int, dp: int) -> tuple[Groups, list[tupl
     return groups, per_rank
 
 
-def _llm(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> Iterator[tuple[int, list[bytes]]]:
+def _llm(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> Iterator[tuple[int, Any]]:
     cls = profile["classes"][spec.cls]
     p = spec.params
     world, tp, pp, dp = spec.world_size, p["tp"], p["pp"], p["dp"]
@@ -329,7 +528,7 @@ def _llm(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> Ite
     stage_tp_bytes = max(1, p["param_bytes"] // (pp * tp))
     iterations = profile["fleet"]["iterations"]
     for rank in range(world):
-        t = RankTrace(cache, bpu)
+        t = new(rank)
         tpg, ppg, dpg = per_rank[rank]
         stage = rank // stride
         t.pg_init(groups.entries([tpg, ppg, dpg]))
@@ -360,7 +559,7 @@ def _llm(spec: JobSpec, profile: dict[str, Any], cache: dict, bpu: float) -> Ite
             loss_group = dpg if dp > 1 else (tpg if tp > 1 else "0")
             t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], loss_group)
             t.comp("optimizer_step", 5000)
-        yield rank, t.records
+        yield rank, t
 
 
 _BUILDERS = {"ranking-ddp": _ranking, "fsdp": _fsdp, "llm-3d": _llm}
