@@ -117,15 +117,22 @@ def _human_bytes(value: float | None) -> str:
 
 
 def _summary(console: Console, report: IngestReport) -> None:
-    from rich.table import Table
-
-    totals = report.totals
     failed = len(report.errors)
     console.print(
         f"[bold]{report.files_added}[/bold] files added, {report.files_skipped} already present, "
         f"[{'red' if failed else 'green'}]{failed} failed[/] → {report.dataset}",
         highlight=False,
     )
+    _totals(console, report.totals)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
+    _errors(console, report.errors)
+    console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+
+
+def _totals(console: Console, totals: dict[str, Any]) -> None:
+    from rich.table import Table
+
     if not totals:
         return
     console.print(
@@ -138,13 +145,36 @@ def _summary(console: Console, report: IngestReport) -> None:
         table.add_row(row["comm_type"], f"{row['count']:,}", _human_bytes(row["in_bytes"]))
     if totals["collectives"]:
         console.print(table)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
-    for error in report.errors[:_ERRORS_SHOWN]:
+
+
+def _errors(console: Console, errors: list[str]) -> None:
+    for error in errors[:_ERRORS_SHOWN]:
         console.print(f"[red]error:[/red] {_escape(error)}", highlight=False, soft_wrap=True)
-    if failed > _ERRORS_SHOWN:
-        console.print(f"... and {failed - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'")
-    console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+    if len(errors) > _ERRORS_SHOWN:
+        console.print(
+            f"... and {len(errors) - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'"
+        )
+
+
+@app.command()
+def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
+    """Summarise a dataset: jobs, ranks, collectives by type and bytes, and the files that failed.
+
+    Example: tracekit info sample.dataset
+    """
+    from rich.console import Console
+
+    from tracekit.dataset import Dataset
+    from tracekit.ingest.run import dataset_totals
+
+    console = Console()
+    found = Dataset(dataset)
+    if not found.exists():
+        console.print(f"[red]error:[/red] {_escape(str(dataset))}: not a tracekit dataset", highlight=False)
+        raise typer.Exit(EXIT_DATASET_ERROR)
+    _totals(console, dataset_totals(found))
+    errors = [r["error"] for r in found.query_rows("select error from traces where status = 'error' order by 1", [])]
+    _errors(console, errors)
 
 
 def _escape(text: str) -> str:
