@@ -60,16 +60,22 @@ class ManifestEntry:
 class Manifest:
     path: Path
     entries: list[ManifestEntry] = field(default_factory=list)
+    _by_target: dict[Path, JobInfo] = field(default_factory=dict, repr=False)
+
+    def add(self, entry: ManifestEntry) -> None:
+        self.entries.append(entry)
+        self._by_target[entry.target] = entry.job
 
     def job_for(self, file: Path) -> JobInfo | None:
-        """The job of the most specific entry naming `file` or a folder above it."""
-        best: tuple[int, JobInfo] | None = None
-        for entry in self.entries:
-            if file == entry.target or entry.target in file.parents:
-                depth = len(entry.target.parts)
-                if best is None or depth > best[0]:
-                    best = (depth, entry.job)
-        return best[1] if best else None
+        """The job of the most specific entry naming `file` or a folder above it.
+
+        A walk up the file's own path, so a fleet manifest of many jobs costs the same per file.
+        """
+        for candidate in (file, *file.parents):
+            job = self._by_target.get(candidate)
+            if job is not None:
+                return job
+        return None
 
 
 def is_archive(name: str) -> bool:
@@ -119,7 +125,7 @@ def read_manifest(path: Path) -> Manifest:
                 label=(row.get("label") or "").strip() or None,
                 started_at=_parse_time(row.get("started_at") or "", where),
             )
-            manifest.entries.append(ManifestEntry(job, (path.parent / target).resolve()))
+            manifest.add(ManifestEntry(job, (path.parent / target).resolve()))
     return manifest
 
 
