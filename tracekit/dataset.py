@@ -174,6 +174,7 @@ class Dataset:
         import duckdb
 
         con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")  # it would draw on the user's terminal
         fresh = not new_db.exists()
         option = f" (STORAGE_VERSION '{STORAGE_VERSION}')" if fresh else ""
         con.execute(f"ATTACH '{_sql_path(new_db)}' AS d{option}")

@@ -186,6 +186,7 @@ def _job_collectives(
     if not staged:
         return None
     paths, trace_ids, ranks, formats = (list(column) for column in zip(*staged, strict=True))
+    paths = list(dict.fromkeys(paths))  # traces of one batch share their staged files
     per_trace = pl.DataFrame(
         {"trace_id": trace_ids, "_rank": ranks, "_chakra": [f == "chakra_et" for f in formats]},
         schema={"trace_id": pl.String, "_rank": pl.Int32, "_chakra": pl.Boolean},
@@ -193,7 +194,7 @@ def _job_collectives(
     # One read for the whole job: per-file reads dominate ingest time for fleets of small traces.
     frame = (
         pl.read_parquet(paths)
-        .join(per_trace, on="trace_id", how="left")
+        .join(per_trace, on="trace_id", how="inner")
         .with_columns(pl.lit(job_id).alias("job_id"), pl.col("_rank").alias("rank"))
     )
     frame = _fill_group_size(frame, groups, world_size).drop("_rank", "_chakra")

@@ -20,10 +20,14 @@ from tracekit import __version__
 from tracekit.dataset import Dataset, RunChanges
 from tracekit.ingest.discover import InputFile, JobInfo, discover
 from tracekit.ingest.jobs import finish_job
-from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_task, set_known
+from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_batch, set_known
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
+# A unit of work: files of one job, few enough to spread over the workers, many enough that a
+# fleet of small rank files costs few tasks and few staged files.
+_BATCH_FILES = 32
+_BATCH_BYTES = 64 << 20
 
 ProgressCallback = Callable[[ParsedFile], None]
 
@@ -121,7 +125,7 @@ def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]
         changes.process_groups.extend(result.process_groups)
         if result.collectives is not None:
             changes.collectives.append(result.collectives)
-        changes.staged_ops.extend(p.staged["ops"] for p in parsed if "ops" in p.staged)
+        changes.staged_ops.extend(dict.fromkeys(p.staged["ops"] for p in parsed if "ops" in p.staged))
     return changes
 
 
@@ -154,38 +158,63 @@ def _parse_all(
 ) -> Iterator[tuple[ParsedFile, JobInfo]]:
     """Parse every input, in a process pool when there are enough of them; yield as they finish."""
     head = list(islice(inputs, _POOL_THRESHOLD))
-    rest = inputs
     workers = workers or min(4, os.cpu_count() or 1)
-    all_inputs = _chain(head, rest)
+    batches = _batches(_chain(head, inputs), staging, known)
     if len(head) < _POOL_THRESHOLD or workers <= 1:
         set_known(known)
-        for item in all_inputs:
-            yield _parse_one(item, staging, known), item.job
+        for refused, tasks, job in batches:
+            yield from ((parsed, job) for parsed in refused + parse_batch(tasks))
         return
     with _pool(workers, known) as pool:
-        pending: dict[Future[ParsedFile], JobInfo] = {}
-        for item in all_inputs:
-            if item.error:
-                yield _parse_one(item, staging, known), item.job
-                continue
-            if len(pending) >= 4 * workers:
+        pending: dict[Future[list[ParsedFile]], JobInfo] = {}
+        for refused, tasks, job in batches:
+            yield from ((parsed, job) for parsed in refused)
+            if len(pending) >= 2 * workers:
                 yield from _drain(pending, FIRST_COMPLETED)
-            pending[pool.submit(parse_task, _task(item, staging))] = item.job
+            if tasks:
+                pending[pool.submit(parse_batch, tasks)] = job
         yield from _drain(pending, None)
 
 
-def _parse_one(item: InputFile, staging: Path, known: frozenset[str]) -> ParsedFile:
-    if item.error:
-        refused = _refused(item)
-        refused.skipped = refused.trace_id in known
-        return refused
-    return parse_task(_task(item, staging))
+def _batches(
+    items: Iterator[InputFile], staging: Path, known: frozenset[str]
+) -> Iterator[tuple[list[ParsedFile], list[Task], JobInfo]]:
+    """Files in batches of one job, up to _BATCH_FILES files or _BATCH_BYTES bytes each.
+
+    Yields (files refused before parsing, tasks to parse, job).
+    """
+    refused: list[ParsedFile] = []
+    tasks: list[Task] = []
+    size = 0
+    job: JobInfo | None = None
+    for item in items:
+        if job is not None and (item.job != job or len(tasks) >= _BATCH_FILES or size >= _BATCH_BYTES):
+            yield refused, tasks, job
+            refused, tasks, size = [], [], 0
+        job = item.job
+        if item.error:
+            parsed = _refused(item)
+            parsed.skipped = parsed.trace_id in known
+            refused.append(parsed)
+            continue
+        tasks.append(_task(item, staging))
+        size += len(item.data) if item.data is not None else _file_size(item.path)
+    if job is not None:
+        yield refused, tasks, job
 
 
-def _drain(pending: dict[Future[ParsedFile], JobInfo], until: str | None) -> Iterator[tuple[ParsedFile, JobInfo]]:
+def _file_size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def _drain(pending: dict[Future[list[ParsedFile]], JobInfo], until: str | None) -> Iterator[tuple[ParsedFile, JobInfo]]:
     done, _ = wait(list(pending), return_when=until or "ALL_COMPLETED")
     for future in done:
-        yield future.result(), pending.pop(future)
+        job = pending.pop(future)
+        yield from ((parsed, job) for parsed in future.result())
 
 
 def _chain(head: list[InputFile], rest: Iterator[InputFile]) -> Iterator[InputFile]:

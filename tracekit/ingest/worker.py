@@ -98,43 +98,107 @@ def _hash_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-class ParquetSink:
-    """Writes each table's batches to one staged Parquet file, stamping the trace id."""
+# Rows of one trace held in memory before it spills to staged files of its own.
+SPILL_ROWS = 262_144
 
-    def __init__(self, staging: Path, trace_id: str) -> None:
+
+class BatchWriter:
+    """One staged Parquet file per table for a batch of traces, so that a fleet of small rank files
+    does not become a fleet of small staged files (each costs a writer here and a file open at
+    commit)."""
+
+    def __init__(self, staging: Path, name: str) -> None:
         self.staging = staging
-        self.trace_id = trace_id
+        self.name = name
         self.writers: dict[str, pq.ParquetWriter] = {}
-        self.paths: dict[str, str] = {}
-        self.rows: dict[str, int] = {}
 
-    def write(self, table: str, batch: pa.RecordBatch) -> None:
-        import pyarrow as pa
+    def path(self, table: str) -> Path:
+        return self.staging / table / f"{self.name}.parquet"
+
+    def append(self, table: str, batches: list[pa.RecordBatch]) -> str:
         import pyarrow.parquet as pq
 
-        index = batch.schema.get_field_index("trace_id")
-        batch = batch.set_column(index, "trace_id", pa.array([self.trace_id] * batch.num_rows, pa.string()))
         if table not in self.writers:
-            path = self.staging / table / f"{self.trace_id}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.writers[table] = pq.ParquetWriter(path, batch.schema, compression="zstd")
-            self.paths[table] = str(path)
-        self.writers[table].write_batch(batch)
-        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+            self.path(table).parent.mkdir(parents=True, exist_ok=True)
+            self.writers[table] = pq.ParquetWriter(self.path(table), batches[0].schema, compression="zstd")
+        for batch in batches:
+            self.writers[table].write_batch(batch)
+        return str(self.path(table))
 
     def close(self) -> None:
         for writer in self.writers.values():
             writer.close()
 
+
+class ParquetSink:
+    """Receives one trace's batches, stamped with its trace id.
+
+    They are held in memory until the trace parses to the end (a file that fails halfway must add
+    no rows) and then go to the batch's shared files; a trace too big to hold spills to staged files
+    of its own instead, which are deleted if it fails.
+    """
+
+    def __init__(self, staging: Path, trace_id: str, shared: BatchWriter) -> None:
+        self.staging = staging
+        self.trace_id = trace_id
+        self.shared = shared
+        self.buffered: dict[str, list[pa.RecordBatch]] = {}
+        self.buffered_rows = 0
+        self.own: BatchWriter | None = None
+        self.paths: dict[str, str] = {}
+        self.rows: dict[str, int] = {}
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        import pyarrow as pa
+
+        index = batch.schema.get_field_index("trace_id")
+        batch = batch.set_column(index, "trace_id", pa.array([self.trace_id] * batch.num_rows, pa.string()))
+        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+        if self.own is not None:
+            self.paths[table] = self.own.append(table, [batch])
+            return
+        self.buffered.setdefault(table, []).append(batch)
+        self.buffered_rows += batch.num_rows
+        if self.buffered_rows > SPILL_ROWS:
+            self.own = BatchWriter(self.staging, self.trace_id)
+            self._flush_to(self.own)
+
+    def _flush_to(self, writer: BatchWriter) -> None:
+        for table, batches in self.buffered.items():
+            self.paths[table] = writer.append(table, batches)
+        self.buffered.clear()
+
+    def commit(self) -> None:
+        """The trace parsed to the end: its rows join the dataset's staged files."""
+        if self.own is not None:
+            self.own.close()
+        else:
+            self._flush_to(self.shared)
+
     def discard(self) -> None:
-        self.close()
-        for path in self.paths.values():
-            Path(path).unlink(missing_ok=True)
+        self.buffered.clear()
+        if self.own is not None:
+            self.own.close()
+            for table in self.own.writers:
+                self.own.path(table).unlink(missing_ok=True)
         self.paths.clear()
         self.rows.clear()
 
 
-def parse_task(task: Task) -> ParsedFile:
+def parse_batch(tasks: list[Task]) -> list[ParsedFile]:
+    """Parse several files (of one job) into shared staged files: the unit of work of the pool."""
+    if not tasks:
+        return []
+    import uuid
+
+    shared = BatchWriter(Path(tasks[0].staging), f"batch-{uuid.uuid4().hex}")
+    try:
+        return [parse_task(task, shared) for task in tasks]
+    finally:
+        shared.close()
+
+
+def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
     """Hash, skip if known, sniff the format, parse to staged Parquet. Never raises for bad input."""
     if task.data is not None:
         sha, size = hashlib.sha256(task.data).hexdigest(), len(task.data)
@@ -158,13 +222,13 @@ def parse_task(task: Task) -> ParsedFile:
     if result.trace_id in _known:
         result.skipped = True
         return result
-    sink = ParquetSink(Path(task.staging), result.trace_id)
+    sink = ParquetSink(Path(task.staging), result.trace_id, shared)
     try:
         with source.open() as stream:
             head = stream.read(_SNIFF)
         result.format = detect_format(head, task.name)
         result.meta = parser_for(result.format).parse(source, sink)
-        sink.close()
+        sink.commit()
         result.staged, result.rows = dict(sink.paths), dict(sink.rows)
     except TraceError as exc:
         sink.discard()
