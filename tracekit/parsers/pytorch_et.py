@@ -687,7 +687,8 @@ def _c10d_row(node: _Node, comm_type: str, attrs: dict[str, Any], groups: _Group
         start_us, duration_us = work.time()
     row = {
         "op_id": node.id,
-        "op_name": node.name,
+        # Without the `c10d::` namespace, as the profiler (Kineto) rows of the same op are named.
+        "op_name": node.name.removeprefix(_C10D_PREFIX),
         "comm_type": comm_type,
         "is_uneven": _uneven(node.name, comm_type, in_splits or None, out_splits or None, splits_known),
         "pg_name": None,
