@@ -116,10 +116,12 @@ def ingest(
 
 def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], run_id: str) -> RunChanges:
     changes = RunChanges(run_id)
-    for job_id, (info, parsed) in sorted(by_job.items()):
-        existing = dataset.query_rows("select * from traces where job_id = ?", [job_id])
-        groups = dataset.query_rows("select * exclude (job_id) from process_groups where job_id = ?", [job_id])
-        result = finish_job(info, parsed, existing, groups, run_id)
+    job_ids = sorted(by_job)
+    existing = dataset.rows_by_job("traces", job_ids)
+    groups = dataset.rows_by_job("process_groups", job_ids)
+    for job_id in job_ids:
+        info, parsed = by_job[job_id]
+        result = finish_job(info, parsed, existing.get(job_id, []), groups.get(job_id, []), run_id)
         changes.traces.extend(result.traces)
         changes.jobs.append(result.job)
         changes.process_groups.extend(result.process_groups)
