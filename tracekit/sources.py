@@ -32,10 +32,9 @@ def inflate_limit(stored_size: int) -> int:
 class BoundedReader(io.RawIOBase):
     """Reads a decompressing stream, raising TraceError once more than `limit` bytes come out."""
 
-    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int, display: str) -> None:
+    def __init__(self, inner: IO[bytes] | gzip.GzipFile, limit: int) -> None:
         self._inner = inner
         self._limit = limit
-        self._display = display
         self._count = 0
 
     def readable(self) -> bool:
@@ -61,12 +60,12 @@ class BoundedReader(io.RawIOBase):
         super().close()
 
 
-def _open_content(raw: IO[bytes], stored_size: int, display: str, name: str) -> IO[bytes]:
+def _open_content(raw: IO[bytes], stored_size: int, name: str) -> IO[bytes]:
     magic = raw.read(2)
     raw.seek(0)
     if magic == GZIP_MAGIC:
         inner = gzip.GzipFile(fileobj=raw, mode="rb")
-        return io.BufferedReader(BoundedReader(inner, inflate_limit(stored_size), display), 1 << 20)
+        return io.BufferedReader(BoundedReader(inner, inflate_limit(stored_size)), 1 << 20)
     if name.endswith(".gz"):
         raw.close()
         raise TraceError("named .gz but is not gzip (no 1f 8b magic)", "byte 0")
@@ -89,7 +88,7 @@ class FileSource:
         return self.path.stat().st_size
 
     def open(self) -> IO[bytes]:
-        return _open_content(open(self.path, "rb"), self.size, self.display, self.name)
+        return _open_content(open(self.path, "rb"), self.size, self.name)
 
     def read(self) -> bytes:
         with self.open() as f:
@@ -109,7 +108,7 @@ class BytesSource:
         return len(self.data)
 
     def open(self) -> IO[bytes]:
-        return _open_content(io.BytesIO(self.data), self.size, self.display, self.name)
+        return _open_content(io.BytesIO(self.data), self.size, self.name)
 
     def read(self) -> bytes:
         with self.open() as f:

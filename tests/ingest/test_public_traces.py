@@ -117,3 +117,11 @@ def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(public_tra
         ("ALL_TO_ALL", 13_568, 1),
         ("ALL_TO_ALL", 24_576, 2),
     ]
+
+
+def test_every_collective_uses_the_data_model_vocabulary(public_dataset: Path) -> None:
+    from tracekit.schema import COMM_TYPES
+
+    with tracekit.open(public_dataset) as ds:
+        found = {r[0] for r in ds.sql("select distinct comm_type from collectives").fetchall()}
+    assert found and found <= set(COMM_TYPES)

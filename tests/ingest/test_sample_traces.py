@@ -95,3 +95,12 @@ def test_uneven_all_to_all_splits_are_consistent_across_ranks(samples: Path) -> 
             for j in range(4):
                 # What rank i sends to j in its k-th all-to-allv is what j receives from i.
                 assert by_rank[i][k][0][j] == by_rank[j][k][1][i]
+
+
+def test_every_collective_uses_the_data_model_vocabulary(samples: Path, chakra_samples: Path) -> None:
+    from tracekit.schema import COMM_TYPES
+
+    for dataset in (samples, chakra_samples):
+        with tracekit.open(dataset) as ds:
+            found = {r[0] for r in ds.sql("select distinct comm_type from collectives").fetchall()}
+        assert found and found <= set(COMM_TYPES)

@@ -199,7 +199,7 @@ def read_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
         yield InputFile(job, display, path.name, error=f"{display}: cannot open ({exc.strerror})")
         return
     with raw:
-        stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size), display))
+        stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size)))
         try:
             with tarfile.open(fileobj=stream, mode="r|*") as tar:
                 for member in tar:

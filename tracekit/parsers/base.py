@@ -79,13 +79,9 @@ class TableBuffer:
     """Accumulates rows of one data-model table and flushes them to the sink as record batches."""
 
     def __init__(self, table: str, sink: BatchSink, flush_rows: int = 65_536) -> None:
-        from tracekit.schema import arrow_schema
-
         self.table = table
         self.sink = sink
         self.flush_rows = flush_rows
-        self.rows_written = 0
-        self._names = arrow_schema(table).names
         self._rows: list[dict[str, Any]] = []
 
     def append(self, row: dict[str, Any]) -> None:
@@ -100,7 +96,6 @@ class TableBuffer:
 
         for batch in table_from_rows(self.table, self._rows).to_batches():
             self.sink.write(self.table, batch)
-        self.rows_written += len(self._rows)
         self._rows = []
 
 

@@ -245,11 +245,6 @@ def attr_str(attr: Any) -> str | None:
     return None
 
 
-def node_type_name(value: int) -> str:
-    """NodeType name; unknown integers (schema extensions) are kept as NODE_TYPE_<n>."""
-    return NODE_TYPE_NAMES.get(value) or f"NODE_TYPE_{value}"
-
-
 # ---------------------------------------------------------------------------------------------
 # Process groups
 
@@ -440,6 +435,8 @@ class NodeRows:
 
 
 class _TypeNames(dict[int, str]):
+    """NodeType names; unknown integers (schema extensions) are kept as NODE_TYPE_<n>."""
+
     def __missing__(self, key: int) -> str:
         return f"NODE_TYPE_{key}"
 
