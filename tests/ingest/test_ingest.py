@@ -158,3 +158,22 @@ def test_two_folders_whose_jobs_share_a_name_are_flagged(tmp_path: Path) -> None
     report = ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "ds")
     assert report.ok
     assert len(report.warnings) == 1 and report.warnings[0].startswith("job run: files from 2 places")
+
+
+def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(tmp_path: Path, monkeypatch) -> None:
+    from tracekit.parsers import chakra_et
+
+    original = chakra_et.parse
+
+    def parse_and_warn(source, sink):  # type: ignore[no-untyped-def]
+        meta = original(source, sink)
+        meta.warn("a value out of bounds was left null", "record 3")
+        return meta
+
+    monkeypatch.setattr(chakra_et, "parse", parse_and_warn)
+    write_et_job(tmp_path / "in" / "jobA", [0], [("ALL_REDUCE", 100)])
+    report = ingest([tmp_path / "in"], tmp_path / "ds", workers=1)
+    assert report.ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        [(path, warnings)] = ds.sql("select path, warnings from traces").fetchall()
+    assert warnings == [f"{path} at record 3: a value out of bounds was left null"]

@@ -65,6 +65,7 @@ def trace_row(parsed: ParsedFile, run_id: str) -> dict[str, Any]:
         "world_size": meta.world_size if meta else None,
         "started_at": meta.started_at if meta else None,
         "run_id": run_id,
+        "warnings": [w.describe(parsed.display) for w in meta.warnings] if meta else [],
     }
 
 

@@ -26,8 +26,24 @@ class TraceError(Exception):
 
     def describe(self, display: str) -> str:
         """The one-line reason stored in `traces.error`."""
-        place = f" at {self.where}" if self.where else ""
-        return f"{display}{place}: {self.message}"
+        return describe(display, self.where, self.message)
+
+
+def describe(display: str, where: str | None, message: str) -> str:
+    """`file at place: message`, the one-line form of every error and warning about a file."""
+    place = f" at {where}" if where else ""
+    return f"{display}{place}: {message}"
+
+
+@dataclass(frozen=True)
+class TraceWarning:
+    """Something in a file that did not stop it being read; stored in `traces.warnings`."""
+
+    message: str
+    where: str | None = None
+
+    def describe(self, display: str) -> str:
+        return describe(display, self.where, self.message)
 
 
 class Source(Protocol):
@@ -73,6 +89,10 @@ class TraceMeta:
     # Group-local rank of this file in the default group, when only a collective's arguments
     # reveal it (PyTorch ET has no rank field); used when the file name carries no rank either.
     rank_hint: int | None = None
+    warnings: list[TraceWarning] = field(default_factory=list)
+
+    def warn(self, message: str, where: str | None = None) -> None:
+        self.warnings.append(TraceWarning(message, where))
 
 
 class TableBuffer:
