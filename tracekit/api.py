@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.dataset import Dataset
+from tracekit.errors import DatasetError
 from tracekit.schema import TABLES
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ class TraceDataset:
     def __init__(self, path: str | Path) -> None:
         self.dataset = Dataset(Path(path))
         if not self.dataset.exists():
-            raise FileNotFoundError(f"{path}: not a tracekit dataset (no {self.dataset.db_path.name})")
+            raise DatasetError(f"{path}: not a tracekit dataset (no {self.dataset.db_path.name})")
         self.con: duckdb.DuckDBPyConnection = self.dataset.connect(read_only=True)
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:

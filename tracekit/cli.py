@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tracekit.errors import TracekitError
     from tracekit.ingest.run import IngestReport
 
 app = typer.Typer(
@@ -58,16 +59,15 @@ def ingest(
     """
     from rich.console import Console
 
-    from tracekit.dataset import DatasetError
+    from tracekit.errors import TracekitError
     from tracekit.ingest import ingest as run_ingest
 
     console = Console(stderr=True)
     try:
         with _progress(console, quiet) as advance:
             report = run_ingest(paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance)
-    except (DatasetError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_DATASET_ERROR) from exc
+    except TracekitError as exc:
+        _fail(console, exc)
     if not quiet:
         _summary(console, report)
     else:
@@ -177,6 +177,11 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
     _errors(console, errors)
 
 
+def _fail(console: Console, exc: TracekitError) -> NoReturn:
+    console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(exc.exit_code) from exc
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -231,6 +236,8 @@ def generate(
     """
     from rich.console import Console
 
+    from tracekit.errors import TracekitError
+
     console = Console(stderr=True)
     try:
         if fit is not None:
@@ -245,9 +252,8 @@ def generate(
         summary = generate_fleet(
             out, jobs, seed, profile, workers=workers, archive=archive, trace_format=trace_format.value
         )
-    except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_DATASET_ERROR) from exc
+    except TracekitError as exc:
+        _fail(console, exc)
     if not quiet:
         mix = ", ".join(f"{name} {count}" for name, count in sorted(summary.classes.items()))
         console.print(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit.errors import DatasetError
 from tracekit.schema import TABLES, arrow_schema, table_from_rows
 
 if TYPE_CHECKING:
@@ -45,10 +46,6 @@ _ORDER = {
     "process_groups": "job_id, pg_name",
     "runs": "committed_at",
 }
-
-
-class DatasetError(Exception):
-    """The dataset folder cannot be used (not writable, locked, not a folder)."""
 
 
 @dataclass

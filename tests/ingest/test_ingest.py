@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tests.builders import et_bytes, write_et_job
+from tracekit.errors import DatasetError
 from tracekit.ingest import ingest
 
 
@@ -136,7 +137,7 @@ def test_the_pool_and_the_inline_path_give_the_same_dataset(tmp_path: Path) -> N
 
 
 def test_open_refuses_a_folder_that_is_not_a_dataset(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="not a tracekit dataset"):
+    with pytest.raises(DatasetError, match="not a tracekit dataset"):
         tracekit.open(tmp_path)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracekit.errors import InputError
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
 from tracekit.generate.traces import ET_VERSION, rank_documents, rank_records
@@ -75,7 +76,7 @@ def write_job(
     `trace_format`: "chakra" (`<job>.<rank>.et`) or "pytorch-et" (`<job>.<rank>.json.gz`).
     """
     if trace_format not in TRACE_FORMATS:
-        raise ValueError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
+        raise InputError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     import gzip
     import io
     import tarfile
@@ -183,14 +184,14 @@ def generate_fleet(
     Execution Trace JSON `<job>.<rank>.json.gz` of the same nodes (ingest gives the same collectives).
     """
     if jobs <= 0:
-        raise ValueError("jobs must be positive")
+        raise InputError("jobs must be positive")
     if trace_format not in TRACE_FORMATS:
-        raise ValueError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
+        raise InputError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     prof = profile if isinstance(profile, dict) else load_profile(profile)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST_NAME).exists():
-        raise ValueError(f"{out} already holds a fleet ({MANIFEST_NAME}); choose an empty folder")
+        raise InputError(f"{out} already holds a fleet ({MANIFEST_NAME}); choose an empty folder")
     write_profile(prof, out / "profile.toml")
     summary = FleetSummary(out)
     started = time.perf_counter()

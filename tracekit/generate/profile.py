@@ -26,6 +26,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from tracekit.errors import InputError
+
 Profile = dict[str, Any]
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -46,7 +48,7 @@ def load_profile(name_or_path: str | Path = "default") -> Profile:
     if not path.suffix and not path.exists():
         path = PROFILE_DIR / f"{name_or_path}.toml"
     if not path.is_file():
-        raise ValueError(
+        raise InputError(
             f"no profile {str(name_or_path)!r}: give a TOML file or one of {', '.join(builtin_profiles())}"
         )
     with open(path, "rb") as f:
@@ -77,29 +79,29 @@ def validate_profile(profile: Profile) -> None:
     fleet = profile.get("fleet", {})
     for key in ("start", "months", "period_months", "iterations", "gpus_per_host"):
         if key not in fleet:
-            raise ValueError(f"profile: fleet.{key} is missing")
+            raise InputError(f"profile: fleet.{key} is missing")
     js = profile["job_size"]
     if len(js["sizes"]) != len(js["weights"]) or not js["sizes"]:
-        raise ValueError("profile: job_size.sizes and job_size.weights differ in length")
+        raise InputError("profile: job_size.sizes and job_size.weights differ in length")
     host = fleet["gpus_per_host"]
     for size in js["sizes"] + list(profile.get("tail", {}).get("sizes", [])):
         if size <= 0 or size % host:
-            raise ValueError(f"profile: job size {size} is not a positive multiple of {host}")
+            raise InputError(f"profile: job size {size} is not a positive multiple of {host}")
     if not job_sizes(profile)[0]:
-        raise ValueError("profile: no job size left under job_size.max_size")
+        raise InputError("profile: no job size left under job_size.max_size")
     classes = profile["classes"]
     for name, spec in classes.items():
         if name not in CLASSES:
-            raise ValueError(f"profile: unknown class {name!r} (classes are {', '.join(CLASSES)})")
+            raise InputError(f"profile: unknown class {name!r} (classes are {', '.join(CLASSES)})")
         if not spec.get("models"):
-            raise ValueError(f"profile: class {name} has no models")
+            raise InputError(f"profile: class {name} has no models")
     if not any(spec["share"] > 0 for spec in classes.values()):
-        raise ValueError("profile: every class share is 0")
+        raise InputError("profile: every class share is 0")
     tail = profile.get("tail", {})
     if tail.get("share", 0) > 0:
         for model in tail["models"]:
             if model not in classes[tail["class"]]["models"]:
-                raise ValueError(f"profile: tail model {model!r} is not a model of {tail['class']}")
+                raise InputError(f"profile: tail model {model!r} is not a model of {tail['class']}")
 
 
 def is_dist(value: Any) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from tracekit.errors import InputError
 from tracekit.parsers.base import TraceError
 from tracekit.sources import BoundedReader, inflate_limit
 
@@ -101,7 +102,7 @@ def _parse_time(text: str, where: str) -> datetime | None:
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise ValueError(f"{where}: started_at {text!r} is not an ISO date/time") from exc
+        raise InputError(f"{where}: started_at {text!r} is not an ISO date/time") from exc
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -112,13 +113,13 @@ def read_manifest(path: Path) -> Manifest:
         reader = csv.DictReader(f)
         missing = {"job_id", "path"} - set(reader.fieldnames or [])
         if missing:
-            raise ValueError(f"{path}: manifest lacks column(s) {', '.join(sorted(missing))}")
+            raise InputError(f"{path}: manifest lacks column(s) {', '.join(sorted(missing))}")
         for line, row in enumerate(reader, start=2):
             where = f"{path} line {line}"
             job_id = (row.get("job_id") or "").strip()
             target = (row.get("path") or "").strip()
             if not job_id or not target:
-                raise ValueError(f"{where}: job_id and path must not be empty")
+                raise InputError(f"{where}: job_id and path must not be empty")
             job = JobInfo(
                 job_id=job_id,
                 source=str(path),
