@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.parsers.test_chakra_et import attr_bytes, node_bytes, parse_with, record
-from tests.parsers.test_kineto import _comm_args, _doc, _kernel, _x
+from tests.parsers.test_kineto import _comm_args, _doc, _kernel, _launch, _x
 from tests.parsers.test_kineto import _parse as parse_kineto
 from tests.parsers.test_pytorch_et import et, node, pg_init, rpc_c, tensor
 from tests.parsers.test_pytorch_et import run as parse_et
@@ -44,7 +44,6 @@ GROUP_FORMATS = ["pytorch_et", "chakra_et", "kineto"]
 # ------------------------------------------------------------------------------------ names
 
 
-@pytest.mark.xfail(strict=True, reason="drift: xccl")
 @pytest.mark.parametrize("fmt", ["pytorch_et", "kineto"])
 def test_xccl_annotation_is_a_collective(fmt: str) -> None:
     """Intel GPUs' XCCL backend annotates its work as `xccl:<collective>`, as NCCL does `nccl:`."""
@@ -63,7 +62,7 @@ def test_xccl_annotation_is_a_collective(fmt: str) -> None:
     [
         "pytorch_et",
         "chakra_et",
-        pytest.param("kineto", marks=pytest.mark.xfail(strict=True, reason="drift: dict rank layout")),
+        "kineto",
     ],
 )
 def test_oldest_rank_layout_maps_global_to_group_rank(fmt: str) -> None:
@@ -76,9 +75,7 @@ def test_oldest_rank_layout_maps_global_to_group_rank(fmt: str) -> None:
 # --------------------------------------------------------------------------- process groups
 
 
-@pytest.mark.parametrize(
-    "fmt", [pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="drift: pg policy")) for f in GROUP_FORMATS]
-)
+@pytest.mark.parametrize("fmt", GROUP_FORMATS)
 def test_bad_process_group_entry_is_skipped_with_a_warning(fmt: str) -> None:
     good = {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 4}
     bad = {"pg_name": "1", "backend_config": "cuda:nccl", "ranks": "all of them"}
@@ -107,7 +104,7 @@ def _huge_count(fmt: str) -> tuple[TraceMeta, list[dict[str, Any]]]:
 
 @pytest.mark.parametrize(
     "fmt",
-    [pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="drift: integer policy")) for f in GROUP_FORMATS],
+    GROUP_FORMATS,
 )
 def test_count_beyond_bounds_is_null_with_a_warning(fmt: str) -> None:
     """An element or byte count above 2**62 is no real message: null, and a note on the file."""
@@ -123,7 +120,7 @@ def test_count_beyond_bounds_is_null_with_a_warning(fmt: str) -> None:
 
 @pytest.mark.parametrize(
     "fmt",
-    ["pytorch_et", pytest.param("kineto", marks=pytest.mark.xfail(strict=True, reason="drift: pairing kind"))],
+    ["pytorch_et", "kineto"],
 )
 def test_work_pairs_only_with_a_dispatcher_it_can_run_for(fmt: str) -> None:
     """A gloo:all_reduce right after a c10d::broadcast_ is not that broadcast's work."""
@@ -153,7 +150,7 @@ def test_work_pairs_only_with_a_dispatcher_it_can_run_for(fmt: str) -> None:
 
 @pytest.mark.parametrize(
     "fmt",
-    ["pytorch_et", pytest.param("kineto", marks=pytest.mark.xfail(strict=True, reason="drift: output-first list"))],
+    ["pytorch_et", "kineto"],
 )
 def test_alltoall_list_form_lists_its_output_first(fmt: str) -> None:
     """c10d::alltoall_(Tensor[] output_tensors, Tensor[] input_tensors, ...)."""
@@ -181,7 +178,7 @@ def test_alltoall_list_form_lists_its_output_first(fmt: str) -> None:
 
 @pytest.mark.parametrize(
     "fmt",
-    [pytest.param("pytorch_et", marks=pytest.mark.xfail(strict=True, reason="drift: only group")), "kineto"],
+    ["pytorch_et", "kineto"],
 )
 def test_op_naming_no_group_belongs_to_the_only_group(fmt: str) -> None:
     """A c10d op records its ProcessGroup as an opaque object: with one group listed, it is that one."""
@@ -201,13 +198,28 @@ def test_op_naming_no_group_belongs_to_the_only_group(fmt: str) -> None:
 # --------------------------------------------------- device kernel outside the host window
 
 
-@pytest.mark.xfail(strict=True, reason="one rule for every profiler generation")
 @pytest.mark.parametrize("with_comm_args", [False, True], ids=["G1 kernel name only", "G3+ comm args"])
 def test_kernel_launched_before_the_profiled_window_is_left_out_and_noted(with_comm_args: bool) -> None:
-    """A collective kernel whose launch is not in the trace belongs to a host op outside it."""
+    """A collective kernel whose launch is missing from a trace that records launches belongs to a
+    host op issued before the window opened."""
     args = _comm_args("allreduce", "Float", 4, 4, 2) if with_comm_args else {}
-    kernel = _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 100, 10, corr=7, ext=9, **args)
-    meta, rows, _ = parse_kineto(_doc([kernel]))
-    assert rows == []
+    events = [
+        _launch(40, corr=5, ext=1),
+        _kernel("void at::native::vectorized_elementwise_kernel", 45, 2, corr=5, ext=1),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 100, 10, corr=7, ext=9, **args),
+    ]
+    meta, rows, ops = parse_kineto(_doc(events))
+    assert rows == [] and ops.num_rows == 3
     [warning] = meta.warnings
-    assert "1 NCCL kernel" in warning.message and "window" in warning.message
+    assert "1 NCCL kernel launched before the profiled window" in warning.message
+    assert warning.where == "traceEvents[2]"
+
+
+def test_kernel_of_a_device_only_trace_is_counted() -> None:
+    """A trace that records no launches at all (device activities only) has no host window."""
+    kernel = _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 100, 10, corr=7, ext=9)
+    meta, rows, _ = parse_kineto(_doc([kernel]))
+    assert [(r["comm_type"], r["source"], r["inferred"]) for r in rows] == [
+        ("ALL_REDUCE", "kernel", ["comm_type", "dtype"])
+    ]
+    assert meta.warnings == []

@@ -965,9 +965,15 @@ def test_not_an_et(data):
         run(data)
 
 
-def _mutations() -> list[tuple[str, Any]]:
+def _at(doc: dict, nid: int) -> dict:
+    return next(n for n in doc["nodes"] if n["id"] == nid)
+
+
+def _structural_mutations() -> list[tuple[str, Any]]:
+    """A node that contradicts itself: the file cannot be read (TraceError naming the node)."""
+
     def at(nid):
-        return lambda d: next(n for n in d["nodes"] if n["id"] == nid)
+        return lambda d: _at(d, nid)
 
     return [
         ("id is a string", lambda d: at(10)(d).update(id="10")),
@@ -977,29 +983,13 @@ def _mutations() -> list[tuple[str, Any]]:
         ("inputs values not a list", lambda d: at(11)(d)["inputs"].update(values=7)),
         ("types shorter than values", lambda d: at(11)(d)["inputs"]["types"].pop()),
         ("Int input is a string", lambda d: at(11)(d)["inputs"]["values"].__setitem__(1, "one")),
-        (
-            "attr value wrong type",
-            lambda d: at(11)(d)["attrs"].append({"name": "in_msg_nelems", "type": "uint64", "value": "lots"}),
-        ),
-        (
-            "split attr garbage",
-            lambda d: at(11)(d)["attrs"].append({"name": "in_split_size", "type": "string", "value": "[1, x"}),
-        ),
         ("attrs not a list", lambda d: at(12)(d).update(attrs={"rf_id": 1})),
-        ("pg payload garbage", lambda d: at(3)(d)["inputs"].update(values=["[{not json"])),
-        ("pg payload without name", lambda d: at(3)(d)["inputs"].update(values=['[{"ranks": []}]'])),
-        (
-            "pg ranks garbage",
-            lambda d: at(3)(d)["inputs"].update(values=['[{"pg_name": "0", "ranks": "all"}]']),
-        ),
-        ("ts is a string", lambda d: at(10)(d).update(ts="soon")),
-        ("negative numel", lambda d: at(11)(d)["inputs"]["values"][0][0].__setitem__(3, -5)),
         ("ctrl_deps cycle", lambda d: at(10)(d).update(ctrl_deps=11)),
         ("tuple pg is a string", lambda d: at(13)(d)["inputs"]["values"].__setitem__(2, 5)),
     ]
 
 
-@pytest.mark.parametrize("label,mutate", _mutations(), ids=[m[0] for m in _mutations()])
+@pytest.mark.parametrize("label,mutate", _structural_mutations(), ids=[m[0] for m in _structural_mutations()])
 def test_wrong_types_inside_a_node_raise_trace_error(label, mutate):
     doc = _good_doc()
     run(copy.deepcopy(doc))  # the unmutated document parses
@@ -1009,6 +999,51 @@ def test_wrong_types_inside_a_node_raise_trace_error(label, mutate):
     assert info.value.where, label
     if label not in ("id is a string",):
         assert "node id" in info.value.where or "nodes[" in info.value.where
+
+
+def _value_mutations() -> list[tuple[str, Any, str]]:
+    """A value that does not fit its column: null, and a warning naming the node (the rulebook's
+    value policy, tracekit.parsers.common.values). (label, mutation, expected warning text)."""
+
+    def add_attr(nid, name, value):
+        return lambda d: _at(d, nid)["attrs"].append({"name": name, "type": "string", "value": value})
+
+    return [
+        ("attr value wrong type", add_attr(11, "in_msg_nelems", "lots"), "in_msg_nelems = 'lots' is not an integer"),
+        ("split attr garbage", add_attr(11, "in_split_size", "[1, x"), "in_splits = '[1, x' is not a list"),
+        ("ts is a string", lambda d: _at(d, 10).update(ts="soon"), "start_us = 'soon' is not a finite number"),
+        (
+            "negative numel",
+            lambda d: _at(d, 11)["inputs"]["values"][0][0].__setitem__(3, -5),
+            "in_elems = [5, 1005, 0, -5, 4, 'cuda:0'] holds a tensor with a negative numel",
+        ),
+        (
+            "pg payload garbage",
+            lambda d: _at(d, 3)["inputs"].update(values=["[{not json"]),
+            "process-group record '[{not json' is neither JSON nor a Python literal",
+        ),
+        (
+            "pg payload without name",
+            lambda d: _at(d, 3)["inputs"].update(values=['[{"ranks": []}]']),
+            "a process group entry skipped: has no pg_name or pg_id",
+        ),
+        (
+            "pg ranks garbage",
+            lambda d: _at(d, 3)["inputs"].update(values=['[{"pg_name": "0", "ranks": "all"}]']),
+            "process group '0' skipped: ranks are not a list of ranks ('all')",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("label,mutate,expected", _value_mutations(), ids=[m[0] for m in _value_mutations()])
+def test_values_that_do_not_fit_are_null_with_a_warning(label, mutate, expected):
+    doc = _good_doc()
+    mutate(doc)
+    meta, colls, ops = run(doc)
+    assert len(ops) == len(doc["nodes"]) and len(colls) == 2
+    [warning] = meta.warnings
+    assert warning.message.startswith(expected), warning.message
+    assert warning.where.startswith("node id ")
 
 
 def test_random_corruption_only_raises_trace_error():
@@ -1153,7 +1188,14 @@ def test_gloo_pairs_by_rf_id_whatever_the_tree_says():
     )
     assert rs["is_uneven"] is False and rows[60]["is_uneven"] is False
     send = rows[50]
-    assert (send["comm_type"], send["peer"], send["inferred"], send["in_bytes"]) == ("SEND", 3, ["peer"], 512)
+    # The file lists one group: it is the op's (inferred); its ranks are not listed, so the peer's
+    # identity is assumed (inferred).
+    assert (send["comm_type"], send["peer"], send["inferred"], send["in_bytes"]) == (
+        "SEND",
+        3,
+        ["pg_name", "group_size", "peer"],
+        512,
+    )
     assert (rows[61]["source"], rows[61]["comm_type"]) == ("annotation", "BROADCAST")
     types = {o["op_id"]: o["type"] for o in ops}
     assert (types[50], types[51], types[11], types[41]) == (

@@ -35,6 +35,18 @@ def describe(display: str, where: str | None, message: str) -> str:
     return f"{display}{place}: {message}"
 
 
+# A file with more to say than this gets a last warning saying so: warnings are one line each.
+MAX_WARNINGS = 50
+MAX_WARNING_CHARS = 500
+
+
+def printable(text: str, limit: int = MAX_WARNING_CHARS) -> str:
+    """`text` cut to `limit` characters, with lone surrogates escaped: always writable as UTF-8."""
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class TraceWarning:
     """Something in a file that did not stop it being read; stored in `traces.warnings`."""
@@ -92,7 +104,11 @@ class TraceMeta:
     warnings: list[TraceWarning] = field(default_factory=list)
 
     def warn(self, message: str, where: str | None = None) -> None:
-        self.warnings.append(TraceWarning(message, where))
+        """Note something in the file that did not stop it being read (one line, at most 50)."""
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(TraceWarning(printable(message), printable(where) if where else where))
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append(TraceWarning(f"more warnings not listed (only the first {MAX_WARNINGS} are kept)"))
 
 
 class TableBuffer:
