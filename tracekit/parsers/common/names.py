@@ -18,7 +18,9 @@ BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
 C10D_PREFIX = "c10d::"
 # The op PyTorch wraps around each collective it records the parameters of (NCCL, XCCL).
 RECORD_PARAM_COMMS = "record_param_comms"
-# The metadata node whose input lists every process group of the rank (`## process_group:init ##`).
+# The metadata node whose input lists every process group of the rank: its name as PyTorch writes
+# it, and the part parsers look for.
+PG_INIT_NAME = "## process_group:init ##"
 PG_INIT_MARK = "process_group:init"
 
 
@@ -45,6 +47,20 @@ CHAKRA_COMM_TYPES: dict[int, str] = {
     7: "REDUCE_SCATTER",
     8: "REDUCE_SCATTER",
     9: "BARRIER",
+}
+
+# PyTorch's c10d name of each comm_type as record_param_comms records it, for writers (FSDP and
+# Megatron use the *_into_tensor/*_tensor forms, recorded as _allgather_base/_reduce_scatter_base).
+C10D_NAMES: dict[str, str] = {
+    "ALL_REDUCE": "allreduce",
+    "ALL_GATHER": "_allgather_base",
+    "REDUCE_SCATTER": "_reduce_scatter_base",
+    "ALL_TO_ALL": "all_to_all",
+    "BROADCAST": "broadcast",
+    "REDUCE": "reduce",
+    "GATHER": "gather",
+    "SCATTER": "scatter",
+    "BARRIER": "barrier",
 }
 
 # Checked in order: longer names first, so that "allgather" is not taken for "gather".

@@ -9,7 +9,7 @@ from typing import Any
 from tracekit.parsers.base import ProcessGroup, TraceMeta
 from tracekit.parsers.common import c10d
 from tracekit.parsers.common.groups import default_group, group_named
-from tracekit.parsers.common.names import c10d_stem, comm_type_of, normalize_dtype, times
+from tracekit.parsers.common.names import RECORD_PARAM_COMMS, c10d_stem, comm_type_of, normalize_dtype, times
 from tracekit.parsers.common.peers import PEER_TYPES, ROOT_TYPES, arrow_peer, peer_in_unnamed_group, peer_of_rank_arg
 from tracekit.parsers.common.rows import CollectiveRow, take_only_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
@@ -112,7 +112,7 @@ def rpc_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker) -> Et
     row = CollectiveRow(
         op_id=node.id,
         comm_type=comm_type,
-        source="record_param_comms",
+        source=RECORD_PARAM_COMMS,
         op_name=cand.name,
         is_uneven=is_uneven(cand.name, comm_type, in_splits or None, out_splits or None, splits_known),
         pg_name=pg_name,
