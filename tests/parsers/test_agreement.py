@@ -223,3 +223,37 @@ def test_kernel_of_a_device_only_trace_is_counted() -> None:
         ("ALL_REDUCE", "kernel", ["comm_type", "dtype"])
     ]
     assert meta.warnings == []
+
+
+# ------------------------------------------------------------- ranks and sizes beyond bounds
+
+
+def test_world_size_and_rank_beyond_any_cluster_are_null_with_a_warning() -> None:
+    info = {"backend": "nccl", "rank": 2**31 - 2, "world_size": 2**31 - 1}
+    meta = parse_kineto(_doc([], distributedInfo=info))[0]
+    assert (meta.rank, meta.world_size) == (None, None)
+    assert [w.message.split(" = ")[0] for w in meta.warnings] == ["rank", "world_size"]
+
+
+@pytest.mark.parametrize("fmt", GROUP_FORMATS)
+def test_group_size_beyond_any_cluster_skips_the_group(fmt: str) -> None:
+    huge = {
+        "pg_name": "0",
+        "pg_desc": "default_pg",
+        "backend_config": "cuda:nccl",
+        "ranks": [],
+        "group_size": 2**31 - 1,
+    }
+    meta = _parse_groups(fmt, [huge])
+    assert meta.process_groups == []
+    assert meta.world_size == (8 if fmt == "kineto" else None)  # Kineto states it in distributedInfo too
+    [warning] = meta.warnings
+    assert "size is not a group size in [1, 1048576]" in warning.message
+
+
+def test_pytorch_et_ids_beyond_int64_are_null_with_a_warning() -> None:
+    nodes = [node(2**64, "aten::mm", 2), node(11, "aten::add", 2**64)]
+    meta, _, ops = parse_et(et(ET_SCHEMA, nodes))
+    by_name = {o["name"]: o for o in ops}
+    assert by_name["aten::mm"]["op_id"] is None and by_name["aten::add"]["ctrl_deps"] is None
+    assert [w.message.split(" = ")[0] for w in meta.warnings] == ["op_id", "ctrl_deps"]

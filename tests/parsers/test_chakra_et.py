@@ -698,3 +698,16 @@ def test_writer_parser_round_trip(specs: list[dict[str, Any]], with_metadata: bo
         )
         for s in comms
     ]
+
+
+def test_ids_beyond_int64_are_null_with_a_warning() -> None:
+    """Node ids and dependencies are uint64 in the proto; the int64 columns cannot hold the top half."""
+    big = (1 << 64) - 1
+    nodes = [node_bytes(1, "a", 4), node_bytes(big, "b", 4, ctrl=(1,)), node_bytes(3, "c", 4, data=(big,))]
+    parsed = parse_with(chakra_et, b"".join(record(n) for n in nodes))
+    assert [(o["op_id"], o["name"], o["ctrl_deps"], o["data_deps"]) for o in parsed.ops] == [
+        (1, "a", [], []),
+        (None, "b", [1], []),
+        (3, "c", [], None),
+    ]
+    assert [w.message.split(" = ")[0] for w in parsed.meta.warnings] == ["op_id", "data_deps"]

@@ -30,7 +30,6 @@ C10D_ARGS: dict[str, tuple[str, ...]] = {
     "alltoall_": ("output_tensors", "input_tensors", "process_group"),
     "alltoall_base_": ("output", "input", "process_group", "output_split_sizes", "input_split_sizes"),
     "barrier": ("tensor", "process_group", "device_ids"),
-    "monitored_barrier_": ("tensor", "process_group", "device_ids"),
     "send": ("tensors", "process_group", "dstRank", "tag"),
     "recv_": ("tensors", "process_group", "srcRank", "tag"),
     "recv_any_source_": ("tensors", "process_group", "tag"),

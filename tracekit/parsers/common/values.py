@@ -13,8 +13,9 @@ The bounds, and why:
 * ranks and peers in [0, MAX_RANKS), world and group sizes in [1, MAX_RANKS], MAX_RANKS = 2**20:
   beyond any real cluster (Llama 3 trained on 16,384 GPUs), yet small enough that a claimed world
   size can never size an allocation or a loop that takes down an ingest;
-* element and byte counts in [0, 2**62]: no message is larger, and elements times the widest
-  element (16 bytes) still fits the int64 columns;
+* element and byte counts in [0, 2**62] (4 EiB): beyond any real message, and a bound below the
+  int64 columns' limit, so that a sum of a few counts cannot overflow what SQL adds up; a byte count
+  computed from elements (up to 16 bytes each) is checked against it too;
 * ids, sequence numbers and record-function ids in the int64 range of their columns;
 * times (microseconds) finite.
 """
