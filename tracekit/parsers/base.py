@@ -12,27 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+# A parser's `parse` raises TraceError for a file it cannot read (defined with the other errors).
+from tracekit.errors import TraceError as TraceError
+from tracekit.errors import describe
+
 if TYPE_CHECKING:
     import pyarrow as pa
-
-
-class TraceError(Exception):
-    """A file that cannot be read. `where` names the place: a record, a byte offset, a line."""
-
-    def __init__(self, message: str, where: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.where = where
-
-    def describe(self, display: str) -> str:
-        """The one-line reason stored in `traces.error`."""
-        return describe(display, self.where, self.message)
-
-
-def describe(display: str, where: str | None, message: str) -> str:
-    """`file at place: message`, the one-line form of every error and warning about a file."""
-    place = f" at {where}" if where else ""
-    return f"{display}{place}: {message}"
 
 
 # A file with more to say than this gets a last warning saying so: warnings are one line each.
