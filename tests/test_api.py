@@ -10,12 +10,13 @@ import tracekit
 from tests.builders import write_et_job
 from tracekit.api import CollectiveTotal, DatasetSummary
 from tracekit.errors import DatasetError
+from tracekit.ingest import ingest
 
 
 def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path) -> None:
     write_et_job(tmp_path / "in" / "gap", [0, 2], [("ALL_REDUCE", 1 << 20), ("BROADCAST", 8)])
     (tmp_path / "in" / "gap" / "gap.3.et").write_bytes(b"\x05ab")  # truncated record
-    report = tracekit.ingest([tmp_path / "in"], tmp_path / "ds", workers=1)
+    report = ingest([tmp_path / "in"], tmp_path / "ds", workers=1)
     with tracekit.open(tmp_path / "ds") as ds:
         summary = ds.summary()
     assert summary == report.totals

@@ -94,8 +94,8 @@ def _huge_count(fmt: str) -> tuple[TraceMeta, list[dict[str, Any]]]:
         meta, rows, _ = parse_et(et(ET_SCHEMA, [rpc_c(11, 2, "allreduce", None, None, 1, ("0", ""), 0, attrs=attrs)]))
         return meta, rows
     if fmt == "chakra_et":
-        attrs = (attr_bytes("comm_type", "int64_val", 0), attr_bytes("comm_size", "uint64_val", 2**64 - 1))
-        parsed = parse_with(chakra_et, record(node_bytes(1, "ar", COMM_COLL_NODE, attrs=attrs)))
+        fields = (attr_bytes("comm_type", "int64_val", 0), attr_bytes("comm_size", "uint64_val", 2**64 - 1))
+        parsed = parse_with(chakra_et, record(node_bytes(1, "ar", COMM_COLL_NODE, attrs=fields)))
         return parsed.meta, parsed.collectives
     args = _comm_args("allreduce", "Float", 2**70, 4, 2)
     meta, rows, _ = parse_kineto(_doc([_x("record_param_comms", 100, 10, **args)]))

@@ -13,13 +13,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tracekit.parsers import kineto
-from tracekit.parsers.base import MemorySink, TraceError
+from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
 from tracekit.sources import BytesSource, source_for
 
 GOLDEN = Path(__file__).parent / "golden"
+Row = dict[str, Any]
 PID, TID = 1000, 1001
 GPU, STREAM = 0, 7
 
@@ -27,7 +29,7 @@ GPU, STREAM = 0, 7
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _parse(data: bytes | dict[str, Any], name: str = "rank0.pt.trace.json"):
+def _parse(data: bytes | dict[str, Any], name: str = "rank0.pt.trace.json") -> tuple[TraceMeta, list[Row], pa.Table]:
     if isinstance(data, dict):
         data = json.dumps(data).encode()
     sink = MemorySink()
@@ -45,11 +47,11 @@ def _doc(events: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
     return doc
 
 
-def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: Any = PID, tid: Any = TID, **args: Any):
+def _x(name: str, ts: float, dur: float, cat: Any = "cpu_op", pid: Any = PID, tid: Any = TID, **args: Any) -> Row:
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def _launch(ts: float, corr: int, ext: int, pid: Any = PID, tid: Any = TID):
+def _launch(ts: float, corr: int, ext: int, pid: Any = PID, tid: Any = TID) -> Row:
     return _x(
         "cudaLaunchKernelExC",
         ts,
@@ -62,7 +64,9 @@ def _launch(ts: float, corr: int, ext: int, pid: Any = PID, tid: Any = TID):
     )
 
 
-def _kernel(name: str, ts: float, dur: float, corr: int, ext: int, pid: Any = GPU, tid: Any = STREAM, **args: Any):
+def _kernel(
+    name: str, ts: float, dur: float, corr: Any, ext: Any, pid: Any = GPU, tid: Any = STREAM, **args: Any
+) -> Row:
     return _x(
         name,
         ts,
@@ -153,13 +157,14 @@ def test_hta_nccl_2gpu(public_traces: Path) -> None:
 
 def test_dlrm_kineto_8_ranks(public_traces: Path) -> None:
     archive = public_traces / "param-dlrm-8rank" / "dlrm_kineto.tar.gz"
-    ranks = []
+    ranks: list[int] = []
     with tarfile.open(archive) as tar:
         members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith(".json")]
         assert len(members) == 8
         for member in members:
             data = tar.extractfile(member).read()  # type: ignore[union-attr]
             meta, rows, ops = _parse(data, member.name)
+            assert meta.rank is not None
             ranks.append(meta.rank)
             assert meta.world_size == 8
             assert meta.started_at is None  # no baseTimeNanoseconds in this generation
@@ -193,7 +198,7 @@ CAPTURED = Path(__file__).parents[2] / "sample_traces" / "captured"
 RANKS = range(4)
 
 
-def _captured(job: str, rank: int):
+def _captured(job: str, rank: int) -> tuple[TraceMeta, list[Row]]:
     sink = MemorySink()
     meta = kineto.parse(source_for(CAPTURED / job / f"kineto_rank{rank}.json.gz"), sink)
     return meta, sink.table("collectives").to_pylist()
@@ -573,12 +578,12 @@ def test_gloo_worker_thread_annotations_pair_with_c10d_ops() -> None:
     ]
 
 
-def _c10d(name: str, ts: float, dur: float, rf: int, dims: list[Any], types: list[str], concrete: list[str]):
+def _c10d(name: str, ts: float, dur: float, rf: int, dims: list[Any], types: list[str], concrete: list[str]) -> Row:
     args = {"Record function id": rf, "Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}
     return _x(name, ts, dur, **args)
 
 
-def _gloo(name: str, ts: float, dur: float, rf: int, dims: list[Any], dtype: str, tid: Any = TID):
+def _gloo(name: str, ts: float, dur: float, rf: int, dims: list[Any], dtype: str, tid: Any = TID) -> Row:
     args = {"Record function id": rf, "Input Dims": dims, "Input type": [dtype], "Concrete Inputs": [""]}
     return _x(name, ts, dur, cat="user_annotation", tid=tid, **args)
 
