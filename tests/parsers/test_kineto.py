@@ -1126,3 +1126,15 @@ def test_throughput_100mb() -> None:
         f"peak RSS {int(rss_kb) / 1024:.0f} MiB (imports alone: ~45 MiB)"
     )
     assert int(colls) > 0
+
+
+def test_ops_times_that_are_not_finite_become_null() -> None:
+    from tracekit.parsers.base import TraceMeta
+    from tracekit.parsers.common.values import Checker
+    from tracekit.parsers.kineto import _finite
+
+    meta = TraceMeta(format="kineto")
+    values = [1.0, None, float("inf"), 1e308, 1e308]  # the last two overflow a sum, not a column
+    assert _finite(values, [10, 11, 12, 13, 14], "ts", Checker(meta)) == [1.0, None, None, 1e308, 1e308]
+    [warning] = meta.warnings
+    assert (warning.message, warning.where) == ("ts = inf is not a finite number: left null", "traceEvents[12]")

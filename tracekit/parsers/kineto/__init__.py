@@ -69,6 +69,7 @@ whole document is decoded at once (peak memory ~5x the JSON size), not streamed.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tracekit.parsers.base import BatchSink, Source, TraceMeta
@@ -149,7 +150,6 @@ def collective_rows(events: list[Event], complete: list[int], ctx: Context) -> l
 
 def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker) -> None:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from tracekit.schema import arrow_schema
 
@@ -161,20 +161,22 @@ def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Che
             "op_id": pa.array(chunk, pa.int64()),
             "name": pa.array([e.name for e in evs], pa.string()),
             "type": pa.array([e.cat for e in evs], pa.string()),
-            "start_us": _finite(pa.array([e.ts for e in evs], pa.float64()), chunk, "ts", checker, pc),
-            "duration_us": _finite(pa.array([e.dur for e in evs], pa.float64()), chunk, "dur", checker, pc),
+            "start_us": pa.array(_finite([e.ts for e in evs], chunk, "ts", checker), pa.float64()),
+            "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker), pa.float64()),
         }
         n = len(chunk)
         arrays = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in schema]
         sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=schema))
 
 
-def _finite(array: Any, chunk: list[int], field: str, checker: Checker, pc: Any) -> Any:
+def _finite(values: list[float | None], chunk: list[int], field: str, checker: Checker) -> list[float | None]:
     """Times that are not finite (1e999 decodes to inf) become null, with a warning."""
-    finite = pc.is_finite(array)
-    if pc.all(finite).as_py() is not False:
-        return array
-    for position, ok in enumerate(finite.to_pylist()):
-        if ok is False:
-            checker.note(field, "is not a finite number", array[position].as_py(), f"traceEvents[{chunk[position]}]")
-    return pc.if_else(finite, array, None)
+    if math.isfinite(sum(filter(None, values))):
+        return values  # the common case, in one C-level pass (a sum that overflows is checked below)
+    out: list[float | None] = []
+    for index, value in zip(chunk, values, strict=True):
+        if value is not None and not math.isfinite(value):
+            checker.note(field, "is not a finite number", value, f"traceEvents[{index}]")
+            value = None
+        out.append(value)
+    return out

@@ -165,11 +165,17 @@ def _write_ops(nodes: list[Node], rows: list[EtRow], pg_nodes: set[int], sink: B
     """Every node, in file order; ids beyond int64 are null (with a warning)."""
     node_types = {r.node.id: r.node_type for r in rows}
     ops = TableBuffer("ops", sink)
+    low, high = INT64.low, INT64.high
     for node in nodes:
-        start_us, duration_us = node.time(checker)
-        op_id = node.id if INT64.holds(node.id) else checker.bounded(node.id, "op_id", INT64, node.where)
+        raw = node.raw
+        # Plain ET nodes carry no times: skip the checks for the common case.
+        timed = "ts" in raw or "inclusive_dur" in raw or "dur" in raw
+        start_us, duration_us = node.time(checker) if timed else (None, None)
+        op_id: int | None = node.id
+        if not low <= node.id <= high:
+            op_id = checker.bounded(node.id, "op_id", INT64, node.where)
         parent = node.parent
-        if parent is not None and not INT64.holds(parent):
+        if parent is not None and not low <= parent <= high:
             parent = checker.bounded(parent, "ctrl_deps", INT64, node.where)
         ops.append(
             {

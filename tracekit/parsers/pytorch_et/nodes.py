@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from tracekit.parsers.base import TraceError
 from tracekit.parsers.common.names import C10D_PREFIX, RECORD_PARAM_COMMS, is_backend_annotation, normalize_dtype
 from tracekit.parsers.common.values import Bound, Checker
 
@@ -56,8 +57,6 @@ class Node:
     __slots__ = ("raw", "id", "name", "parent", "index")
 
     def __init__(self, raw: dict[str, Any], index: int) -> None:
-        from tracekit.parsers.base import TraceError
-
         self.raw = raw
         self.index = index
         node_id = raw.get("id")
