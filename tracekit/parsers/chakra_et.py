@@ -23,7 +23,11 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
   CollectiveCommType still gives a row, with a null comm_type, so its bytes are not lost. The
   `comm_type` attribute on SEND/RECV is ignored (the MSCCL converter writes NodeType numbers there).
   Integer attributes are read from whichever integer oneof variant the producer used.
-* METADATA_NODE named `process_group:init`: its payload becomes `TraceMeta.process_groups`.
+* METADATA_NODE named `process_group:init`: its payload becomes `TraceMeta.process_groups`
+  (tracekit.parsers.common.groups: a bad entry is skipped with a warning).
+* Values follow the rulebook's policy (tracekit.parsers.common.values): a node id or dependency
+  beyond int64 (they are uint64 in the proto), a comm_size beyond [0, 2**62], a peer beyond
+  [0, 2**20) is null, with one warning per field on the file.
 """
 
 from __future__ import annotations

@@ -154,28 +154,28 @@ def anchor_units(events: list[Event], found: Candidates) -> tuple[dict[int, Unit
             units[owner].annotation = i
     if loose and found.anchors:
         # An annotation that encloses an anchor (the other nesting order) describes it too.
-        outer = Spans(events, loose)
-        enclosing = set()
-        for i in found.anchors:
-            ann = outer.innermost(events[i])
-            if ann is not None:
-                enclosing.add(ann)
-                if units[i].annotation is None:
-                    units[i].annotation = ann
+        enclosing = _around_anchors(events, found, units, Spans(events, loose), "annotation")
         loose = [i for i in loose if i not in enclosing]
     return units, loose
 
 
 def consume_c10d_ops(events: list[Event], found: Candidates, units: dict[int, Unit], c10d_spans: Spans) -> set[int]:
     """c10d ops enclosing an anchor are consumed by it (the anchor is the row)."""
-    consumed = set()
+    return _around_anchors(events, found, units, c10d_spans, "c10d")
+
+
+def _around_anchors(
+    events: list[Event], found: Candidates, units: dict[int, Unit], spans: Spans, slot: str
+) -> set[int]:
+    """The events of `spans` around an anchor; the innermost one becomes the anchor unit's `slot`."""
+    around = set()
     for i in found.anchors:
-        op = c10d_spans.innermost(events[i])
-        if op is not None:
-            consumed.add(op)
-            if units[i].c10d is None:
-                units[i].c10d = op
-    return consumed
+        outer = spans.innermost(events[i])
+        if outer is not None:
+            around.add(outer)
+            if getattr(units[i], slot) is None:
+                setattr(units[i], slot, outer)
+    return around
 
 
 @dataclass
