@@ -45,20 +45,19 @@ _DECIMAL = re.compile(rf"\s*[+-]?[0-9]{{1,{_MAX_DIGITS}}}\s*", re.ASCII)
 
 @dataclass(frozen=True)
 class Bound:
-    """Inclusive integer bounds of a field, and the reason for them (quoted in warnings)."""
+    """Inclusive integer bounds of a field (the reasons are in the module docstring)."""
 
     low: int
     high: int
-    what: str
 
     def holds(self, value: int) -> bool:
         return self.low <= value <= self.high
 
 
-RANK = Bound(0, MAX_RANKS - 1, "rank")
-SIZE = Bound(1, MAX_RANKS, "size")
-COUNT = Bound(0, MAX_COUNT, "count")
-INT64 = Bound(INT64_MIN, INT64_MAX, "int64")
+RANK = Bound(0, MAX_RANKS - 1)
+SIZE = Bound(1, MAX_RANKS)
+COUNT = Bound(0, MAX_COUNT)
+INT64 = Bound(INT64_MIN, INT64_MAX)
 
 # Bounds of the integer fields of a collective row; split lists hold counts, per peer.
 ROW_BOUNDS: dict[str, Bound] = {
