@@ -14,6 +14,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from google.protobuf.internal.encoder import _VarintBytes
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from tracekit.parsers import et_def_pb2 as pb
 

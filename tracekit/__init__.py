@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["open", "ingest", "parse_file"]
+from tracekit._version import __version__
+
+__all__ = ["open", "ingest", "parse_file", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

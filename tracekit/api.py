@@ -7,13 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.dataset import Dataset
+from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError
 from tracekit.schema import TABLES
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
+
+__all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open"]
 
 
 class TraceDataset:
@@ -47,6 +49,11 @@ class TraceDataset:
 
         relation = self.sql(load_query(name), params or None)
         return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+
+    def summary(self) -> DatasetSummary:
+        """Jobs, ranks, traces ok and with errors, collectives by comm_type (count and in_bytes,
+        most frequent first), and the one-line error of every file that failed."""
+        return summarize(self.con)
 
     def __getattr__(self, name: str) -> duckdb.DuckDBPyRelation:
         if name in TABLES:

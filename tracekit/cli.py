@@ -15,6 +15,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tracekit.api import DatasetSummary
     from tracekit.errors import TracekitError
     from tracekit.ingest.run import IngestReport
 
@@ -26,7 +27,6 @@ app = typer.Typer(
 )
 
 EXIT_INPUT_ERRORS = 1
-EXIT_DATASET_ERROR = 3
 _ERRORS_SHOWN = 10
 
 
@@ -130,20 +130,20 @@ def _summary(console: Console, report: IngestReport) -> None:
     console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
 
 
-def _totals(console: Console, totals: dict[str, Any]) -> None:
+def _totals(console: Console, summary: DatasetSummary | None) -> None:
     from rich.table import Table
 
-    if not totals:
+    if summary is None:
         return
     console.print(
-        f"dataset: {totals['jobs']} jobs, {totals['ranks']} ranks, {totals['traces_ok']} traces ok, "
-        f"{totals['traces_error']} with errors",
+        f"dataset: {summary.jobs} jobs, {summary.ranks} ranks, {summary.traces_ok} traces ok, "
+        f"{summary.traces_error} with errors",
         highlight=False,
     )
     table = Table("collective", "count", "in_bytes", title=None, box=None, pad_edge=False)
-    for row in totals["collectives"]:
-        table.add_row(row["comm_type"], f"{row['count']:,}", _human_bytes(row["in_bytes"]))
-    if totals["collectives"]:
+    for total in summary.collectives:
+        table.add_row(total.comm_type, f"{total.count:,}", _human_bytes(total.in_bytes))
+    if summary.collectives:
         console.print(table)
 
 
@@ -164,17 +164,17 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
     """
     from rich.console import Console
 
-    from tracekit.dataset import Dataset
-    from tracekit.ingest.run import dataset_totals
+    from tracekit.api import open as open_dataset
+    from tracekit.errors import TracekitError
 
     console = Console()
-    found = Dataset(dataset)
-    if not found.exists():
-        console.print(f"[red]error:[/red] {_escape(str(dataset))}: not a tracekit dataset", highlight=False)
-        raise typer.Exit(EXIT_DATASET_ERROR)
-    _totals(console, dataset_totals(found))
-    errors = [r["error"] for r in found.query_rows("select error from traces where status = 'error' order by 1", [])]
-    _errors(console, errors)
+    try:
+        with open_dataset(dataset) as ds:
+            summary = ds.summary()
+    except TracekitError as exc:
+        _fail(console, exc)
+    _totals(console, summary)
+    _errors(console, summary.errors)
 
 
 def _fail(console: Console, exc: TracekitError) -> NoReturn:

@@ -269,3 +269,55 @@ def _fsync_dir(path: Path) -> None:
         _fsync(path)
     except OSError:
         pass
+
+
+@dataclass
+class CollectiveTotal:
+    """Collectives of one comm_type in the whole dataset."""
+
+    comm_type: str | None
+    count: int
+    in_bytes: int | None
+
+
+@dataclass
+class DatasetSummary:
+    """The headline numbers of a dataset: what `tracekit info` and the end of an ingest print."""
+
+    jobs: int
+    ranks: int
+    traces_ok: int
+    traces_error: int
+    collectives: list[CollectiveTotal]
+    errors: list[str]
+
+
+def summarize(con: duckdb.DuckDBPyConnection) -> DatasetSummary:
+    """Jobs, ranks with a readable trace, traces ok and failed, collectives by comm_type (most
+    frequent first, with their input bytes), and the one-line error of every failed file."""
+    one = con.execute(
+        "select (select count(*) from jobs), (select count(*) from (select distinct job_id, rank "
+        "from traces where status = 'ok')), (select count(*) from traces where status = 'ok'), "
+        "(select count(*) from traces where status = 'error')"
+    ).fetchone()
+    assert one is not None
+    by_type = con.execute(
+        "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc, 1"
+    ).fetchall()
+    errors = con.execute("select error from traces where status = 'error' order by 1").fetchall()
+    return DatasetSummary(
+        jobs=one[0],
+        ranks=one[1],
+        traces_ok=one[2],
+        traces_error=one[3],
+        collectives=[CollectiveTotal(t, n, None if b is None else int(b)) for t, n, b in by_type],
+        errors=[e[0] for e in errors],
+    )
+
+
+def dataset_summary(dataset: Dataset) -> DatasetSummary | None:
+    """The summary of the committed dataset at `dataset`; None when there is none yet."""
+    if not dataset.exists():
+        return None
+    with dataset.connect() as con:
+        return summarize(con)

@@ -1,8 +1,8 @@
-"""The errors tracekit reports to users: each carries a one-line message and the CLI's exit code.
+"""The errors tracekit reports: a run-stopping `TracekitError`, or a per-file `TraceError`.
 
 The CLI catches `TracekitError` (never bare ValueError or OSError), prints `error: <message>`
-and exits with `exit_code`. A file that cannot be parsed is not one of these: it is a
-`tracekit.parsers.base.TraceError`, recorded as an error row while the rest of the run goes on.
+and exits with `exit_code`. A file that cannot be read is not one of these: it is a `TraceError`
+(raised by the sources and the parsers), recorded as an error row while the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -20,3 +20,22 @@ class InputError(TracekitError, ValueError):
 
 class DatasetError(TracekitError):
     """The dataset folder cannot be used (not writable, locked, not a folder, not a dataset)."""
+
+
+class TraceError(Exception):
+    """A file that cannot be read. `where` names the place: a record, a byte offset, a line."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def describe(self, display: str) -> str:
+        """The one-line reason stored in `traces.error`."""
+        return describe(display, self.where, self.message)
+
+
+def describe(display: str, where: str | None, message: str) -> str:
+    """`file at place: message`, the one-line form of every error and warning about a file."""
+    place = f" at {where}" if where else ""
+    return f"{display}{place}: {message}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tracekit.parsers.base import TraceError
+from tracekit.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 # A gzip member may inflate to this many times its stored size (trace JSON compresses 5-20x) ...

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.internal.decoder import _DecodeVarint
+from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]
 from typer.testing import CliRunner
 
 import tracekit
@@ -119,7 +119,7 @@ def _independent_rows(nodes: list[Any]) -> tuple[list[tuple[Any, ...]], list[tup
 def test_independent_decoder_and_tracekit_parser_agree(fleet_a: Fleet) -> None:
     with open(fleet_a.folder / "tracekit_manifest.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    picked = {}
+    picked: dict[str, dict[str, str]] = {}
     for row in rows:  # one job of each class, with more than one stage where there is one
         picked.setdefault(row["class"], row)
         if row["class"] == "llm-3d" and int(row["world_size"]) >= 16:

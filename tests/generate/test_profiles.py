@@ -75,10 +75,10 @@ def test_job_draws_match_profile_formulas() -> None:
     pvalues = []
     for period in sizes:
         total = sum(sizes[period].values())
-        names, probs = size_probs(profile, period)
-        pvalues.append(stats.chisquare([sizes[period][s] for s in names], [total * p for p in probs]).pvalue)
-        names, probs = class_probs(profile, period)
-        pvalues.append(stats.chisquare([classes[period][c] for c in names], [total * p for p in probs]).pvalue)
+        size_names, probs = size_probs(profile, period)
+        pvalues.append(stats.chisquare([sizes[period][s] for s in size_names], [total * p for p in probs]).pvalue)
+        class_names, probs = class_probs(profile, period)
+        pvalues.append(stats.chisquare([classes[period][c] for c in class_names], [total * p for p in probs]).pvalue)
     assert min(pvalues) > ALPHA / len(pvalues)
     d = profile["classes"]["ranking-ddp"]["models"]["dlrm-a"]["dense_bytes"]
     assert stats.kstest(dense, "norm", args=(math.log(d["median"]), d["sigma"])).pvalue > ALPHA

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from scipy import stats
@@ -22,7 +23,7 @@ from tracekit.generate.profile import class_probs, model_probs, periods, size_pr
 ALPHA = 1e-3
 
 
-def chi2_pvalue(observed: dict[Any, float], expected: dict[Any, float]) -> float:
+def chi2_pvalue(observed: Mapping[Any, float], expected: Mapping[Any, float]) -> float:
     """Pearson goodness of fit; cells with expected count < 5 are pooled (smallest first)."""
     keys = sorted(set(observed) | set(expected), key=lambda k: expected.get(k, 0.0))
     obs_cells: list[float] = []

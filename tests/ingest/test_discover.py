@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_job_option_puts_everything_in_one_job(tmp_path: Path) -> None:
     assert {f.job.label for f in discover([tmp_path], job="one", label="llama")} == {"llama"}
 
 
-def _tar(path: Path, members: dict[str, bytes], mode: str = "w:gz") -> Path:
+def _tar(path: Path, members: dict[str, bytes], mode: Literal["w:gz", "w"] = "w:gz") -> Path:
     with tarfile.open(path, mode) as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(name)

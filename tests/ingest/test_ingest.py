@@ -98,7 +98,7 @@ def test_a_job_with_a_missing_rank_is_reported(tmp_path: Path) -> None:
         assert ds.sql("select count(*) from traces where status = 'error'").fetchall() == [(0,)]
 
 
-def test_gzip_bomb_is_refused_without_running_out_of_memory(tmp_path: Path, monkeypatch) -> None:
+def test_gzip_bomb_is_refused_without_running_out_of_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tracekit.sources
 
     # The real floor is 256 MiB; a smaller one keeps the test fast while exercising the same check.
@@ -161,7 +161,9 @@ def test_two_folders_whose_jobs_share_a_name_are_flagged(tmp_path: Path) -> None
     assert len(report.warnings) == 1 and report.warnings[0].startswith("job run: files from 2 places")
 
 
-def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(tmp_path: Path, monkeypatch) -> None:
+def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit.parsers import chakra_et
 
     original = chakra_et.parse

@@ -405,8 +405,12 @@ def test_integer_attribute_variants(variant: str) -> None:
 
 def test_negative_and_float_integer_attributes() -> None:
     attrs = (attr_bytes("comm_type", "double_val", 9.0), attr_bytes("comm_size", "sint64_val", -1))
-    (row,) = parse_with(chakra_et, record(node_bytes(1, "b", 7, attrs=attrs))).collectives
-    assert (row["comm_type"], row["in_bytes"]) == ("BARRIER", -1)
+    parsed = parse_with(chakra_et, record(node_bytes(1, "b", 7, attrs=attrs)))
+    (row,) = parsed.collectives
+    # A negative byte count is no message size: null, and noted on the file.
+    assert (row["comm_type"], row["in_bytes"]) == ("BARRIER", None)
+    [warning] = parsed.meta.warnings
+    assert warning.message == "in_bytes = -1 is out of bounds [0, 4611686018427387904]: left null"
 
 
 def test_comm_type_outside_enum_gives_null_comm_type() -> None:
@@ -624,8 +628,9 @@ _node_spec = st.fixed_dictionaries(
         "name": st.text(max_size=20),
         "kind": st.sampled_from(["comp", "coll", "send", "recv"]),
         "comm_type": st.sampled_from(sorted(set(COMM_TYPE_NUMBERS) - {"REDUCE_SCATTER_BLOCK"})),
-        "size": st.integers(min_value=0, max_value=(1 << 63) - 1),
-        "peer": st.integers(min_value=0, max_value=(1 << 31) - 1),
+        # Within the rulebook's bounds (tracekit.parsers.common.values): counts to 2**62, ranks below 2**20.
+        "size": st.integers(min_value=0, max_value=1 << 62),
+        "peer": st.integers(min_value=0, max_value=(1 << 20) - 1),
         "ctrl": st.lists(_ids, max_size=4),
         "data": st.lists(_ids, max_size=4),
         "start": st.integers(min_value=0, max_value=1 << 53),
@@ -661,6 +666,7 @@ def test_writer_parser_round_trip(specs: list[dict[str, Any]], with_metadata: bo
     parsed = parse_with(chakra_et, buf.getvalue())
     assert parsed.meta.node_count == len(specs)
     assert parsed.meta.schema_version == ("0.0.4" if with_metadata else None)
+    assert parsed.meta.warnings == []
     kinds = {
         "comp": "COMP_NODE",
         "coll": "COMM_COLL_NODE",
@@ -692,3 +698,16 @@ def test_writer_parser_round_trip(specs: list[dict[str, Any]], with_metadata: bo
         )
         for s in comms
     ]
+
+
+def test_ids_beyond_int64_are_null_with_a_warning() -> None:
+    """Node ids and dependencies are uint64 in the proto; the int64 columns cannot hold the top half."""
+    big = (1 << 64) - 1
+    nodes = [node_bytes(1, "a", 4), node_bytes(big, "b", 4, ctrl=(1,)), node_bytes(3, "c", 4, data=(big,))]
+    parsed = parse_with(chakra_et, b"".join(record(n) for n in nodes))
+    assert [(o["op_id"], o["name"], o["ctrl_deps"], o["data_deps"]) for o in parsed.ops] == [
+        (1, "a", [], []),
+        (None, "b", [1], []),
+        (3, "c", [], None),
+    ]
+    assert [w.message.split(" = ")[0] for w in parsed.meta.warnings] == ["op_id", "data_deps"]

@@ -31,7 +31,7 @@ from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node
 
 def _records(data: bytes) -> list[bytes]:
     """Split .et bytes into payloads with protobuf's own varint decoder."""
-    from google.protobuf.internal.decoder import _DecodeVarint
+    from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]
 
     out, pos = [], 0
     while pos < len(data):

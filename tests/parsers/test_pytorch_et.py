@@ -8,6 +8,7 @@ import os
 import random
 import tarfile
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,11 @@ GOLDEN = Path(__file__).parent / "golden" / "pytorch_et_collectives.json"
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def run(data: bytes | dict[str, Any], name: str = "et.json") -> tuple[TraceMeta, list[dict], list[dict]]:
+Row = dict[str, Any]
+Parsed = tuple[TraceMeta, list[Row], list[Row]]
+
+
+def run(data: bytes | dict[str, Any], name: str = "et.json") -> Parsed:
     if isinstance(data, dict):
         data = json.dumps(data).encode()
     sink = MemorySink()
@@ -35,16 +40,25 @@ def tensor(tid: int, numel: int, itemsize: int = 4) -> list[Any]:
     return [tid, tid + 1000, 0, numel, itemsize, "cuda:0"]
 
 
-def node(nid: int, name: str, parent: int, inputs=(), outputs=(), attrs=None, strides=False, **extra) -> dict:
+def node(
+    nid: int,
+    name: str,
+    parent: int,
+    inputs: Sequence[tuple[Any, str]] = (),
+    outputs: Sequence[tuple[Any, str]] = (),
+    attrs: dict[str, Any] | None = None,
+    strides: bool = False,
+    **extra: Any,
+) -> dict[str, Any]:
     """A >=1.0.2 node; inputs/outputs are (value, type) pairs."""
 
-    def block(pairs):
+    def block(pairs: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         b = {"values": [v for v, _ in pairs], "shapes": [[] for _ in pairs], "types": [t for _, t in pairs]}
         if strides:
             b["strides"] = [[] for _ in pairs]
         return b
 
-    base_attrs = [
+    base_attrs: list[dict[str, Any]] = [
         {"name": "rf_id", "type": "uint64", "value": nid * 10},
         {"name": "op_schema", "type": "string", "value": ""},
     ]
@@ -63,7 +77,9 @@ def node(nid: int, name: str, parent: int, inputs=(), outputs=(), attrs=None, st
     return out
 
 
-def flat_node(nid: int, name: str, parent: int, inputs=(), outputs=()) -> dict:
+def flat_node(
+    nid: int, name: str, parent: int, inputs: Sequence[tuple[Any, str]] = (), outputs: Sequence[tuple[Any, str]] = ()
+) -> dict[str, Any]:
     """A schema 1.0.1 node (flat keys)."""
     return {
         "name": name,
@@ -111,24 +127,24 @@ def pg_init(nid: int, groups: list[dict], parent: int = 2) -> dict:
 
 
 def rpc_c(
-    nid,
-    parent,
-    coll,
-    tensors_in,
-    tensors_out,
-    seq,
-    pg,
-    rank,
-    splits=([], []),
-    tail=(0, 1, 2),
-    attrs=None,
-    strides=False,
-):
+    nid: int,
+    parent: int,
+    coll: str,
+    tensors_in: list[Any] | None,
+    tensors_out: list[Any] | None,
+    seq: Any,
+    pg: Sequence[Any],
+    rank: int,
+    splits: tuple[list[int], list[int]] = ([], []),
+    tail: Sequence[int] = (0, 1, 2),
+    attrs: dict[str, Any] | None = None,
+    strides: bool = False,
+) -> dict[str, Any]:
     """record_param_comms, layout C.
 
     [tensors, seq, (pg_name, pg_desc), rank, coll, in_split, out_split, start, stride, world]
     """
-    ins = []
+    ins: list[tuple[Any, str]] = []
     if tensors_in is not None:
         ins.append(([tensors_in], "GenericList[Tensor(float)]"))
     ins += [
@@ -157,12 +173,14 @@ def _dlrm_members(root: Path) -> dict[int, bytes]:
         for info in tar.getmembers():
             if info.isfile() and info.name.endswith(".json"):
                 rank = int(info.name.rsplit("_", 1)[1].split(".")[0])
-                members[rank] = tar.extractfile(info).read()
+                member = tar.extractfile(info)
+                assert member is not None
+                members[rank] = member.read()
     return members
 
 
 @pytest.fixture(scope="module")
-def dlrm(request) -> dict[int, tuple[TraceMeta, list[dict], list[dict]]]:
+def dlrm(request: pytest.FixtureRequest) -> dict[int, Parsed]:
     from tests.conftest import PUBLIC_TRACES
 
     if not PUBLIC_TRACES.is_dir():
@@ -170,7 +188,7 @@ def dlrm(request) -> dict[int, tuple[TraceMeta, list[dict], list[dict]]]:
     return {rank: run(data, f"dlrm_eg_{rank}.json") for rank, data in _dlrm_members(PUBLIC_TRACES).items()}
 
 
-def test_dlrm_eight_collectives_per_rank(public_traces, dlrm):
+def test_dlrm_eight_collectives_per_rank(public_traces: Path, dlrm: dict[int, Parsed]) -> None:
     assert sorted(dlrm) == list(range(8))
     for rank, (meta, colls, ops) in dlrm.items():
         assert meta.format == "pytorch_et"
@@ -193,7 +211,7 @@ def test_dlrm_eight_collectives_per_rank(public_traces, dlrm):
         assert all(c["pg_name"] is None and c["seq"] is not None and c["rf_id"] is not None for c in colls)
 
 
-def test_dlrm_input_bytes_match_readme(public_traces, dlrm):
+def test_dlrm_input_bytes_match_readme(public_traces: Path, dlrm: dict[int, Parsed]) -> None:
     for _rank, (_meta, colls, _ops) in dlrm.items():
         sizes = {
             name: sorted(c["in_bytes"] for c in colls if c["op_name"] == name)
@@ -208,7 +226,7 @@ def test_dlrm_input_bytes_match_readme(public_traces, dlrm):
             assert c["in_bytes"] == c["in_elems"] * {"Float": 4, "Int": 4, "Long": 8}[c["dtype"]]
 
 
-def test_dlrm_wait_nodes_are_ops_not_collectives(public_traces, dlrm):
+def test_dlrm_wait_nodes_are_ops_not_collectives(public_traces: Path, dlrm: dict[int, Parsed]) -> None:
     for _rank, (_meta, colls, ops) in dlrm.items():
         types = Counter(o["type"] for o in ops)
         assert types["COMM_COLL_NODE"] == 8
@@ -220,7 +238,7 @@ def test_dlrm_wait_nodes_are_ops_not_collectives(public_traces, dlrm):
         assert sum(o["type"] == "COMP_NODE" for o in rpc_ops) == 5
 
 
-def test_dlrm_splits_consistent_across_ranks(public_traces, dlrm):
+def test_dlrm_splits_consistent_across_ranks(public_traces: Path, dlrm: dict[int, Parsed]) -> None:
     per_rank = {}
     for rank, (_meta, colls, _ops) in dlrm.items():
         v = sorted((c for c in colls if c["op_name"] == "all_to_allv"), key=lambda c: c["seq"])
@@ -242,7 +260,7 @@ def test_dlrm_splits_consistent_across_ranks(public_traces, dlrm):
     assert uneven_seen
 
 
-def test_dlrm_ops_tree(public_traces, dlrm):
+def test_dlrm_ops_tree(public_traces: Path, dlrm: dict[int, Parsed]) -> None:
     _meta, _colls, ops = dlrm[0]
     rows = by_id(ops)
     assert rows[1]["ctrl_deps"] is None  # the root's self-loop is dropped
@@ -254,7 +272,7 @@ def test_dlrm_ops_tree(public_traces, dlrm):
 
 
 @pytest.fixture(scope="module")
-def resnet():
+def resnet() -> tuple[Path, Parsed]:
     from tests.conftest import PUBLIC_TRACES
 
     path = PUBLIC_TRACES / "param-resnet-2gpu" / "resnet_2gpu_et.json.gz"
@@ -263,7 +281,7 @@ def resnet():
     return path, run(path.read_bytes(), path.name)
 
 
-def test_resnet_collectives(public_traces, resnet):
+def test_resnet_collectives(public_traces: Path, resnet: tuple[Path, Parsed]) -> None:
     path, (meta, colls, ops) = resnet
     assert meta.schema_version == "1.1.0-chakra.0.0.4"
     assert meta.node_count == 14_392 == len(ops)
@@ -294,7 +312,7 @@ def test_resnet_collectives(public_traces, resnet):
     assert sum(got.values()) == 21
 
 
-def test_resnet_process_group_and_rank(public_traces, resnet):
+def test_resnet_process_group_and_rank(public_traces: Path, resnet: tuple[Path, Parsed]) -> None:
     _path, (meta, colls, ops) = resnet
     assert len(meta.process_groups) == 1
     pg = meta.process_groups[0]
@@ -313,7 +331,7 @@ def test_resnet_process_group_and_rank(public_traces, resnet):
     assert {names[c["op_id"]] for c in colls} == {"record_param_comms"}
 
 
-def test_resnet_parse_speed(public_traces, resnet):
+def test_resnet_parse_speed(public_traces: Path, resnet: tuple[Path, Parsed]) -> None:
     """Loose bound (shared CI machines): the 11.9 MB file parses at well over 2 MB/s."""
     import time
 
@@ -327,7 +345,7 @@ def test_resnet_parse_speed(public_traces, resnet):
 # ------------------------------------------------------------------------------ hand-made layouts
 
 
-def test_layout_b_1_0_2_int_pg_pointer_and_trailing_world_size():
+def test_layout_b_1_0_2_int_pg_pointer_and_trailing_world_size() -> None:
     rpc = node(
         11,
         "record_param_comms",
@@ -413,7 +431,7 @@ def test_layout_b_1_0_2_int_pg_pointer_and_trailing_world_size():
     "schema,strides",
     [("1.0.3-chakra.0.0.4", False), ("1.1.1-chakra.0.0.4", True), ("1.0.4-chakra.0.0.4", False)],
 )
-def test_layout_c_tuple_pg_name(schema, strides):
+def test_layout_c_tuple_pg_name(schema: str, strides: bool) -> None:
     doc = et(
         schema,
         [
@@ -467,7 +485,7 @@ def test_layout_c_tuple_pg_name(schema, strides):
     assert meta.rank_hint == 3 and meta.world_size == 4
 
 
-def test_layout_d_seq_pair():
+def test_layout_d_seq_pair() -> None:
     rpc = node(
         11,
         "record_param_comms",
@@ -499,7 +517,7 @@ def test_layout_d_seq_pair():
     assert c["is_uneven"] is False
 
 
-def test_attrs_win_over_inputs_and_split_strings():
+def test_attrs_win_over_inputs_and_split_strings() -> None:
     attrs = {
         "collective_name": "all_to_allv",
         "dtype": "Float",
@@ -540,7 +558,7 @@ def test_attrs_win_over_inputs_and_split_strings():
     assert meta.world_size == 4
 
 
-def test_uneven_from_splits_even_all_to_all():
+def test_uneven_from_splits_even_all_to_all() -> None:
     even = rpc_c(11, 2, "all_to_all", tensor(5, 8), tensor(6, 8), 1, ("0", ""), 0, splits=([2, 2, 2, 2], [2, 2, 2, 2]))
     odd = rpc_c(21, 2, "all_to_all", tensor(7, 8), tensor(8, 8), 2, ("0", ""), 0, splits=([1, 3, 2, 2], [2, 2, 2, 2]))
     _meta, colls, _ = run(et("1.0.3-chakra.0.0.4", [even, odd]))
@@ -548,7 +566,7 @@ def test_uneven_from_splits_even_all_to_all():
     assert rows[11]["is_uneven"] is False and rows[21]["is_uneven"] is True
 
 
-def test_c10d_only_collectives():
+def test_c10d_only_collectives() -> None:
     alltoall_schema = (
         "c10d::alltoall_base_(Tensor output, Tensor input, "
         "__torch__.torch.classes.c10d.ProcessGroup process_group, "
@@ -646,7 +664,7 @@ def test_c10d_only_collectives():
     assert meta.rank_hint is None
 
 
-def test_annotations_gloo_and_no_double_count():
+def test_annotations_gloo_and_no_double_count() -> None:
     nodes = [
         # gloo without record_param_comms: the c10d op paired with its gloo work is the row
         node(10, "c10d::allreduce_", 2, inputs=[([tensor(5, 16)], "GenericList[Tensor(float)]")]),
@@ -681,7 +699,7 @@ def test_annotations_gloo_and_no_double_count():
     assert types[10] == "COMM_COLL_NODE"
 
 
-def test_send_recv_peer_mapping_in_subgroup():
+def test_send_recv_peer_mapping_in_subgroup() -> None:
     groups = [
         {
             "pg_name": "0",
@@ -736,7 +754,7 @@ def test_send_recv_peer_mapping_in_subgroup():
     assert (types[11], types[21], types[12]) == ("COMM_SEND_NODE", "COMM_RECV_NODE", "COMP_NODE")
 
 
-def test_annotation_send_peer_from_name():
+def test_annotation_send_peer_from_name() -> None:
     nodes = [node(12, "nccl:send 0->1", 2, inputs=[(tensor(5, 8), "Tensor(float)")])]
     _meta, colls, _ = run(et("1.0.3-chakra.0.0.4", nodes))
     assert (colls[0]["comm_type"], colls[0]["peer"], colls[0]["inferred"]) == ("SEND", 1, ["peer"])
@@ -774,7 +792,7 @@ def test_annotation_send_peer_from_name():
         ),
     ],
 )
-def test_process_group_generations(entry, expected):
+def test_process_group_generations(entry: dict[str, Any], expected: Any) -> None:
     meta, _colls, ops = run(et("1.0.2-chakra.0.0.4", [pg_init(3, [entry])]))
     pg = meta.process_groups[0]
     assert (pg.pg_name, pg.pg_desc, pg.backend, pg.group_size, pg.ranks) == expected
@@ -782,7 +800,7 @@ def test_process_group_generations(entry, expected):
     assert by_id(ops)[3]["type"] == "METADATA_NODE"
 
 
-def test_flat_1_0_1_handmade_and_unknown_future_version():
+def test_flat_1_0_1_handmade_and_unknown_future_version() -> None:
     rpc = flat_node(
         11,
         "record_param_comms",
@@ -807,7 +825,7 @@ def test_flat_1_0_1_handmade_and_unknown_future_version():
     assert meta.schema_version == "9.3.0-chakra.2.0.0" and colls[0]["in_bytes"] == 24
 
 
-def test_et_plus_times():
+def test_et_plus_times() -> None:
     nodes = [
         node(10, "c10d::allreduce_", 2, ts=1000.0, inclusive_dur=50, exclusive_dur=5),
         rpc_c(11, 10, "allreduce", tensor(5, 6), tensor(5, 6), 9, ("0", ""), 0),
@@ -820,7 +838,7 @@ def test_et_plus_times():
     assert (colls[0]["start_us"], colls[0]["duration_us"]) == (1001.5, 40.0)
 
 
-def test_et_plus_kernel_nodes_give_device_times():
+def test_et_plus_kernel_nodes_give_device_times() -> None:
     """chakra_trace_link adds GPU kernel nodes (with `cat`) under the launching op."""
     kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
     nodes = [
@@ -844,7 +862,7 @@ def test_et_plus_kernel_nodes_give_device_times():
     assert (rows[13]["start_us"], rows[13]["type"], rows[13]["ctrl_deps"]) == (1010.0, "COMP_NODE", [12])
 
 
-def test_meta_started_at_is_utc_and_format_registered():
+def test_meta_started_at_is_utc_and_format_registered() -> None:
     doc = et("1.1.0-chakra.0.0.4", [])
     data = json.dumps(doc).encode()
     assert detect_format(data[:65536], "x.json") == "pytorch_et"
@@ -899,38 +917,39 @@ def _good_doc() -> dict:
     )
 
 
-def test_truncated_json_names_line_and_column():
+def test_truncated_json_names_line_and_column() -> None:
     data = json.dumps(_good_doc(), indent=1).encode()
     cut = data[: len(data) // 2]
     with pytest.raises(TraceError) as info:
         run(cut)
     assert "truncated" in info.value.message
     lines = cut.split(b"\n")
+    assert info.value.where is not None
     assert info.value.where.startswith(f"line {len(lines)} column {len(lines[-1]) + 1}")
     assert f"byte offset {len(cut)}" in info.value.where
 
 
-def test_truncated_real_file(public_traces):
+def test_truncated_real_file(public_traces: Path) -> None:
     import gzip
 
     data = gzip.decompress((public_traces / "param-resnet-2gpu" / "resnet_2gpu_et.json.gz").read_bytes())
     with pytest.raises(TraceError) as info:
         run(data[:1_000_000])
-    assert info.value.where.startswith("line ")
+    assert (info.value.where or "").startswith("line ")
 
 
-def test_malformed_json_names_position():
+def test_malformed_json_names_position() -> None:
     with pytest.raises(TraceError) as info:
         run(b'{"schema": "1.1.0",\n "nodes": [1,,2]}')
-    assert info.value.where.startswith("line 2 column ")
+    assert (info.value.where or "").startswith("line 2 column ")
     with pytest.raises(TraceError):
         run(b"")
 
 
-def test_invalid_utf8_and_deep_nesting():
+def test_invalid_utf8_and_deep_nesting() -> None:
     with pytest.raises(TraceError) as info:
         run(b'{"schema": "1.1.0",\n "nodes": [], "x": "\xff"}')
-    assert info.value.where.startswith("line 2 column ")
+    assert (info.value.where or "").startswith("line 2 column ")
     with pytest.raises(TraceError):
         run(b"[" * 5000 + b"]" * 5000)
     # a tensor input nested up to and beyond the decoder's depth limit: rows or TraceError only
@@ -960,14 +979,20 @@ def test_invalid_utf8_and_deep_nesting():
         b'{"schema": "1.1.0", "nodes": [{"name": "x"}]}',
     ],
 )
-def test_not_an_et(data):
+def test_not_an_et(data: bytes) -> None:
     with pytest.raises(TraceError):
         run(data)
 
 
-def _mutations() -> list[tuple[str, Any]]:
-    def at(nid):
-        return lambda d: next(n for n in d["nodes"] if n["id"] == nid)
+def _at(doc: dict, nid: int) -> dict:
+    return next(n for n in doc["nodes"] if n["id"] == nid)
+
+
+def _structural_mutations() -> list[tuple[str, Any]]:
+    """A node that contradicts itself: the file cannot be read (TraceError naming the node)."""
+
+    def at(nid: int) -> Any:
+        return lambda d: _at(d, nid)
 
     return [
         ("id is a string", lambda d: at(10)(d).update(id="10")),
@@ -977,30 +1002,14 @@ def _mutations() -> list[tuple[str, Any]]:
         ("inputs values not a list", lambda d: at(11)(d)["inputs"].update(values=7)),
         ("types shorter than values", lambda d: at(11)(d)["inputs"]["types"].pop()),
         ("Int input is a string", lambda d: at(11)(d)["inputs"]["values"].__setitem__(1, "one")),
-        (
-            "attr value wrong type",
-            lambda d: at(11)(d)["attrs"].append({"name": "in_msg_nelems", "type": "uint64", "value": "lots"}),
-        ),
-        (
-            "split attr garbage",
-            lambda d: at(11)(d)["attrs"].append({"name": "in_split_size", "type": "string", "value": "[1, x"}),
-        ),
         ("attrs not a list", lambda d: at(12)(d).update(attrs={"rf_id": 1})),
-        ("pg payload garbage", lambda d: at(3)(d)["inputs"].update(values=["[{not json"])),
-        ("pg payload without name", lambda d: at(3)(d)["inputs"].update(values=['[{"ranks": []}]'])),
-        (
-            "pg ranks garbage",
-            lambda d: at(3)(d)["inputs"].update(values=['[{"pg_name": "0", "ranks": "all"}]']),
-        ),
-        ("ts is a string", lambda d: at(10)(d).update(ts="soon")),
-        ("negative numel", lambda d: at(11)(d)["inputs"]["values"][0][0].__setitem__(3, -5)),
         ("ctrl_deps cycle", lambda d: at(10)(d).update(ctrl_deps=11)),
         ("tuple pg is a string", lambda d: at(13)(d)["inputs"]["values"].__setitem__(2, 5)),
     ]
 
 
-@pytest.mark.parametrize("label,mutate", _mutations(), ids=[m[0] for m in _mutations()])
-def test_wrong_types_inside_a_node_raise_trace_error(label, mutate):
+@pytest.mark.parametrize("label,mutate", _structural_mutations(), ids=[m[0] for m in _structural_mutations()])
+def test_wrong_types_inside_a_node_raise_trace_error(label: str, mutate: Any) -> None:
     doc = _good_doc()
     run(copy.deepcopy(doc))  # the unmutated document parses
     mutate(doc)
@@ -1011,13 +1020,58 @@ def test_wrong_types_inside_a_node_raise_trace_error(label, mutate):
         assert "node id" in info.value.where or "nodes[" in info.value.where
 
 
-def test_random_corruption_only_raises_trace_error():
+def _value_mutations() -> list[tuple[str, Any, str]]:
+    """A value that does not fit its column: null, and a warning naming the node (the rulebook's
+    value policy, tracekit.parsers.common.values). (label, mutation, expected warning text)."""
+
+    def add_attr(nid: int, name: str, value: Any) -> Any:
+        return lambda d: _at(d, nid)["attrs"].append({"name": name, "type": "string", "value": value})
+
+    return [
+        ("attr value wrong type", add_attr(11, "in_msg_nelems", "lots"), "in_msg_nelems = 'lots' is not an integer"),
+        ("split attr garbage", add_attr(11, "in_split_size", "[1, x"), "in_splits = '[1, x' is not a list"),
+        ("ts is a string", lambda d: _at(d, 10).update(ts="soon"), "start_us = 'soon' is not a finite number"),
+        (
+            "negative numel",
+            lambda d: _at(d, 11)["inputs"]["values"][0][0].__setitem__(3, -5),
+            "in_elems = [5, 1005, 0, -5, 4, 'cuda:0'] holds a tensor with a negative numel",
+        ),
+        (
+            "pg payload garbage",
+            lambda d: _at(d, 3)["inputs"].update(values=["[{not json"]),
+            "process-group record '[{not json' is neither JSON nor a Python literal",
+        ),
+        (
+            "pg payload without name",
+            lambda d: _at(d, 3)["inputs"].update(values=['[{"ranks": []}]']),
+            "a process group entry skipped: has no pg_name or pg_id",
+        ),
+        (
+            "pg ranks garbage",
+            lambda d: _at(d, 3)["inputs"].update(values=['[{"pg_name": "0", "ranks": "all"}]']),
+            "process group '0' skipped: ranks are not a list of ranks ('all')",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("label,mutate,expected", _value_mutations(), ids=[m[0] for m in _value_mutations()])
+def test_values_that_do_not_fit_are_null_with_a_warning(label: str, mutate: Any, expected: Any) -> None:
+    doc = _good_doc()
+    mutate(doc)
+    meta, colls, ops = run(doc)
+    assert len(ops) == len(doc["nodes"]) and len(colls) == 2
+    [warning] = meta.warnings
+    assert warning.message.startswith(expected), warning.message
+    assert (warning.where or "").startswith("node id ")
+
+
+def test_random_corruption_only_raises_trace_error() -> None:
     """Replace random values inside nodes by values of other types: parse or TraceError, nothing else."""
     rng = random.Random(1234)
     junk = [None, "x", -1, 3.5, True, [], {}, [1, "a"], {"values": 1}, "[1,2]"]
     base = _good_doc()
 
-    def slots(obj, path=()):
+    def slots(obj: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
         if isinstance(obj, dict):
             for k, v in obj.items():
                 yield (*path, k)
@@ -1067,7 +1121,7 @@ _RS_SCHEMA = (
 )
 
 
-def test_gloo_pairs_by_rf_id_whatever_the_tree_says():
+def test_gloo_pairs_by_rf_id_whatever_the_tree_says() -> None:
     nodes = [
         pg_init(3, [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4}]),
         node(5, "autograd::engine::evaluate_function: AccumulateGrad", 2),
@@ -1153,7 +1207,14 @@ def test_gloo_pairs_by_rf_id_whatever_the_tree_says():
     )
     assert rs["is_uneven"] is False and rows[60]["is_uneven"] is False
     send = rows[50]
-    assert (send["comm_type"], send["peer"], send["inferred"], send["in_bytes"]) == ("SEND", 3, ["peer"], 512)
+    # The file lists one group: it is the op's (inferred); its ranks are not listed, so the peer's
+    # identity is assumed (inferred).
+    assert (send["comm_type"], send["peer"], send["inferred"], send["in_bytes"]) == (
+        "SEND",
+        3,
+        ["pg_name", "group_size", "peer"],
+        512,
+    )
     assert (rows[61]["source"], rows[61]["comm_type"]) == ("annotation", "BROADCAST")
     types = {o["op_id"]: o["type"] for o in ops}
     assert (types[50], types[51], types[11], types[41]) == (
@@ -1164,7 +1225,7 @@ def test_gloo_pairs_by_rf_id_whatever_the_tree_says():
     )
 
 
-def test_gloo_pairing_keeps_threads_apart():
+def test_gloo_pairing_keeps_threads_apart() -> None:
     nodes = [
         node(
             10,
@@ -1187,8 +1248,8 @@ def test_gloo_pairing_keeps_threads_apart():
     assert [(r["op_id"], r["in_elems"], r["source"]) for r in colls] == [(10, 16, "c10d"), (20, 8, "c10d")]
 
 
-def test_gloo_pairing_without_rf_ids_uses_tree_then_file_order():
-    def bare(nid, name, parent, inputs):
+def test_gloo_pairing_without_rf_ids_uses_tree_then_file_order() -> None:
+    def bare(nid: int, name: str, parent: int, inputs: Sequence[tuple[Any, str]]) -> dict[str, Any]:
         n = node(nid, name, parent, inputs=inputs)
         n["attrs"] = [a for a in n["attrs"] if a["name"] != "rf_id"]
         return n
@@ -1231,7 +1292,7 @@ def _of(rows: list[dict], comm_type: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("rank", range(4))
-def test_captured_ddp_mlp(captured, rank):
+def test_captured_ddp_mlp(captured: dict[tuple[str, int], list[Row]], rank: int) -> None:
     rows = captured[("ddp_mlp", rank)]
     assert Counter(r["comm_type"] for r in rows) == {"ALL_REDUCE": 8, "BROADCAST": 2}
     ar = _of(rows, "ALL_REDUCE")
@@ -1243,7 +1304,7 @@ def test_captured_ddp_mlp(captured, rank):
 
 
 @pytest.mark.parametrize("rank", range(4))
-def test_captured_fsdp_mlp(captured, rank):
+def test_captured_fsdp_mlp(captured: dict[tuple[str, int], list[Row]], rank: int) -> None:
     rows = captured[("fsdp_mlp", rank)]
     assert Counter(r["comm_type"] for r in rows) == {"ALL_GATHER": 12, "REDUCE_SCATTER": 6}
     ag, rs = _of(rows, "ALL_GATHER"), _of(rows, "REDUCE_SCATTER")
@@ -1257,7 +1318,7 @@ def test_captured_fsdp_mlp(captured, rank):
 
 
 @pytest.mark.parametrize("rank", range(4))
-def test_captured_moe_alltoall(captured, rank):
+def test_captured_moe_alltoall(captured: dict[tuple[str, int], list[Row]], rank: int) -> None:
     rows = captured[("moe_alltoall", rank)]
     assert Counter(r["comm_type"] for r in rows) == {"ALL_TO_ALL": 10, "ALL_REDUCE": 2}
     a2a = _of(rows, "ALL_TO_ALL")
@@ -1275,7 +1336,7 @@ def test_captured_moe_alltoall(captured, rank):
     assert [(r["in_elems"], r["dtype"]) for r in _of(rows, "ALL_REDUCE")] == [(1056, "Float")] * 2
 
 
-def test_captured_moe_alltoall_splits_match_readme(captured):
+def test_captured_moe_alltoall_splits_match_readme(captured: dict[tuple[str, int], list[Row]]) -> None:
     # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448)
     r = _of(captured[("moe_alltoall", 1)], "ALL_TO_ALL")[1]
     assert (r["in_splits"], r["out_splits"], r["in_elems"], r["out_elems"]) == (
@@ -1292,7 +1353,7 @@ def test_captured_moe_alltoall_splits_match_readme(captured):
 
 
 @pytest.mark.parametrize("rank", range(4))
-def test_captured_pipeline_p2p(captured, rank):
+def test_captured_pipeline_p2p(captured: dict[tuple[str, int], list[Row]], rank: int) -> None:
     rows = captured[("pipeline_p2p", rank)]
     other = rank + 1 if rank % 2 == 0 else rank - 1
     assert Counter(r["comm_type"] for r in rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
@@ -1308,7 +1369,7 @@ def test_captured_pipeline_p2p(captured, rank):
     assert all(r["peer"] is None for r in rows if r["comm_type"] not in ("SEND", "RECV"))
 
 
-def test_captured_one_row_per_collective_with_rf_id(captured):
+def test_captured_one_row_per_collective_with_rf_id(captured: dict[tuple[str, int], list[Row]]) -> None:
     for (job, rank), rows in captured.items():
         assert rows, (job, rank)
         assert all(r["source"] == "c10d" and r["rf_id"] is not None for r in rows), (job, rank)
@@ -1389,7 +1450,7 @@ def _golden_doc() -> dict:
     )
 
 
-def test_golden_collectives():
+def test_golden_collectives() -> None:
     _meta, colls, _ops = run(_golden_doc())
     text = json.dumps(colls, indent=1, sort_keys=True) + "\n"
     if os.environ.get("TRACEKIT_REGEN_GOLDEN"):
@@ -1399,7 +1460,7 @@ def test_golden_collectives():
     assert json.loads(text) == json.loads(GOLDEN.read_text())
 
 
-def test_bytes_source_reads_gzip_member():
+def test_bytes_source_reads_gzip_member() -> None:
     import gzip
 
     data = gzip.compress(json.dumps(_golden_doc()).encode())

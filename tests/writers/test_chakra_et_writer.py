@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.internal.decoder import _DecodeVarint
+from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -20,7 +20,7 @@ GROUPS = [
 
 
 def _doc() -> dict[str, Any]:
-    common = {"rank_start": 0, "rank_stride": 1, "pg_name": "0", "pg_desc": "default_pg", "pg_size": 4}
+    common: dict[str, Any] = {"rank_start": 0, "rank_stride": 1, "pg_name": "0", "pg_desc": "default_pg", "pg_size": 4}
     nodes = [
         pytorch_et.thread_node(),
         pytorch_et.pg_init_node(3, [{**g, "group_count": 2} for g in GROUPS]),

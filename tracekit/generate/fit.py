@@ -102,14 +102,14 @@ def _mode(values: list[Any], default: Any) -> Any:
 
 def fit_profile(dataset: str | Path, base: str | Path | Profile = "default", name: str | None = None) -> Profile:
     """A profile estimated from the ingested dataset at `dataset` (see the module docstring)."""
-    import tracekit
+    from tracekit.api import open as open_dataset
 
     prof = base if isinstance(base, dict) else load_profile(base)
     import copy
 
     prof = copy.deepcopy(prof)
     src = f"[fit] {Path(dataset).name}"
-    with tracekit.open(dataset) as ds:
+    with open_dataset(dataset) as ds:
         params = _period_params(ds, prof)
         bound = {"start": params["start"], "period_months": params["period_months"]}
         jobs = run_query(ds, "job_class_mix", bound)

@@ -33,6 +33,7 @@ from typing import Any
 
 from tracekit.generate.jobs import JobSpec
 from tracekit.parsers import et_def_pb2
+from tracekit.parsers.common.names import C10D_NAMES, PG_INIT_NAME
 from tracekit.writers.chakra_et import comm_node, comp_node, recv_node, send_node
 
 ET_VERSION = "0.0.4"
@@ -108,7 +109,7 @@ class RankTrace:
         def build(node_id: int) -> Any:
             return et_def_pb2.Node(
                 id=node_id,
-                name="## process_group:init ##",
+                name=PG_INIT_NAME,
                 type=et_def_pb2.METADATA_NODE,
                 inputs=et_def_pb2.IOInfo(values=values),
             )
@@ -181,21 +182,6 @@ class RankTrace:
         )
         self.clock += duration
         return node
-
-
-# PyTorch's c10d name of each comm_type as record_param_comms records it (FSDP/Megatron use the
-# *_into_tensor/*_tensor forms, recorded as _allgather_base/_reduce_scatter_base).
-C10D_NAMES = {
-    "ALL_REDUCE": "allreduce",
-    "ALL_GATHER": "_allgather_base",
-    "REDUCE_SCATTER": "_reduce_scatter_base",
-    "ALL_TO_ALL": "all_to_all",
-    "BROADCAST": "broadcast",
-    "REDUCE": "reduce",
-    "GATHER": "gather",
-    "SCATTER": "scatter",
-    "BARRIER": "barrier",
-}
 
 
 def _even_splits(total: int, parts: int) -> list[int]:

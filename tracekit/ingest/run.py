@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
-from tracekit import __version__
-from tracekit.dataset import Dataset, RunChanges
+from tracekit._version import __version__
+from tracekit.dataset import Dataset, DatasetSummary, RunChanges, dataset_summary
 from tracekit.ingest.discover import InputFile, JobInfo, discover
 from tracekit.ingest.jobs import finish_job
 from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_batch, set_known
@@ -44,7 +43,7 @@ class IngestReport:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     jobs_touched: int = 0
-    totals: dict[str, Any] = field(default_factory=dict)
+    totals: DatasetSummary | None = None
 
     @property
     def ok(self) -> bool:
@@ -110,7 +109,7 @@ def ingest(
             dataset.commit(changes, staging)
         else:
             dataset.discard(staging)
-    report.totals = dataset_totals(dataset)
+    report.totals = dataset_summary(dataset)
     return report
 
 
@@ -240,26 +239,3 @@ def _pool(workers: int, known: frozenset[str]) -> Iterator[Executor]:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-
-
-def dataset_totals(dataset: Dataset) -> dict[str, Any]:
-    """Headline numbers of the whole dataset, for the summary screen."""
-    if not dataset.exists():
-        return {}
-    with dataset.connect() as con:
-        one = con.execute(
-            "select (select count(*) from jobs), (select count(*) from (select distinct job_id, rank "
-            "from traces where status = 'ok')), (select count(*) from traces where status = 'ok'), "
-            "(select count(*) from traces where status = 'error')"
-        ).fetchone()
-        by_type = con.execute(
-            "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc"
-        ).fetchall()
-    assert one is not None
-    return {
-        "jobs": one[0],
-        "ranks": one[1],
-        "traces_ok": one[2],
-        "traces_error": one[3],
-        "collectives": [{"comm_type": t, "count": n, "in_bytes": b} for t, n, b in by_type],
-    }

@@ -12,27 +12,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+# A parser's `parse` raises TraceError for a file it cannot read (defined with the other errors).
+from tracekit.errors import TraceError as TraceError
+from tracekit.errors import describe
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
-class TraceError(Exception):
-    """A file that cannot be read. `where` names the place: a record, a byte offset, a line."""
-
-    def __init__(self, message: str, where: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.where = where
-
-    def describe(self, display: str) -> str:
-        """The one-line reason stored in `traces.error`."""
-        return describe(display, self.where, self.message)
+# A file with more to say than this gets a last warning saying so: warnings are one line each.
+MAX_WARNINGS = 50
+MAX_WARNING_CHARS = 500
 
 
-def describe(display: str, where: str | None, message: str) -> str:
-    """`file at place: message`, the one-line form of every error and warning about a file."""
-    place = f" at {where}" if where else ""
-    return f"{display}{place}: {message}"
+def printable(text: str, limit: int = MAX_WARNING_CHARS) -> str:
+    """`text` cut to `limit` characters, with lone surrogates escaped: always writable as UTF-8."""
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,11 @@ class TraceMeta:
     warnings: list[TraceWarning] = field(default_factory=list)
 
     def warn(self, message: str, where: str | None = None) -> None:
-        self.warnings.append(TraceWarning(message, where))
+        """Note something in the file that did not stop it being read (one line, at most 50)."""
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(TraceWarning(printable(message), printable(where) if where else where))
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append(TraceWarning(f"more warnings not listed (only the first {MAX_WARNINGS} are kept)"))
 
 
 class TableBuffer:

@@ -23,22 +23,27 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
   CollectiveCommType still gives a row, with a null comm_type, so its bytes are not lost. The
   `comm_type` attribute on SEND/RECV is ignored (the MSCCL converter writes NodeType numbers there).
   Integer attributes are read from whichever integer oneof variant the producer used.
-* METADATA_NODE named `process_group:init`: its payload becomes `TraceMeta.process_groups`.
+* METADATA_NODE named `process_group:init`: its payload becomes `TraceMeta.process_groups`
+  (tracekit.parsers.common.groups: a bad entry is skipped with a warning).
+* Values follow the rulebook's policy (tracekit.parsers.common.values): a node id or dependency
+  beyond int64 (they are uint64 in the proto), a comm_size beyond [0, 2**62], a peer beyond
+  [0, 2**20) is null, with one warning per field on the file.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 from collections.abc import Iterator
 from typing import IO, Any
 
 import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the registry)
 from google.protobuf.message import DecodeError  # noqa: TID253
 
-from tracekit.comms import CHAKRA_COMM_TYPES, backend_name
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.base import BatchSink, ProcessGroup, Source, TableBuffer, TraceError, TraceMeta
+from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
+from tracekit.parsers.common.groups import merge_groups, read_process_groups
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
+from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
 FORMAT = "chakra_et"
@@ -246,80 +251,6 @@ def attr_str(attr: Any) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Process groups
-
-
-def parse_process_groups(values: str) -> list[ProcessGroup]:
-    """ProcessGroup entries from a `process_group:init` node's `inputs.values`; [] when unreadable.
-
-    The PyTorch converter stores `str()` of the ET input list, i.e. `['[{"pg_name": ...}]']`:
-    the list wrapping is stripped and the JSON string inside parsed.
-    """
-    payload = _unwrap_pg_payload(values)
-    if payload is None:
-        return []
-    if isinstance(payload, dict):
-        payload = [payload]
-    if not isinstance(payload, list):
-        return []
-    groups = []
-    for entry in payload:
-        group = _process_group(entry) if isinstance(entry, dict) else None
-        if group is not None:
-            groups.append(group)
-    return groups
-
-
-def _unwrap_pg_payload(values: str) -> Any:
-    text = values.strip()
-    if not text:
-        return None
-    try:
-        outer = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        outer = text
-    while isinstance(outer, list | tuple) and len(outer) == 1 and isinstance(outer[0], str):
-        outer = outer[0]
-    if isinstance(outer, str):
-        try:
-            return json.loads(outer)
-        except (ValueError, RecursionError):
-            return None
-    return outer
-
-
-def _process_group(entry: dict[str, Any]) -> ProcessGroup | None:
-    name = entry.get("pg_name", entry.get("pg_id"))
-    if name is None:
-        return None
-    ranks = _group_ranks(entry.get("ranks"))
-    size = entry.get("group_size")
-    if not isinstance(size, int) or isinstance(size, bool):
-        size = len(ranks) if ranks else None
-    desc = entry.get("pg_desc")
-    return ProcessGroup(
-        pg_name=str(name),
-        pg_desc=str(desc) if desc is not None else None,
-        backend=backend_name(entry.get("backend_config")),
-        group_size=size,
-        ranks=ranks,
-    )
-
-
-def _group_ranks(raw: Any) -> list[int]:
-    """Global ranks in group order; old PyTorch records a {global rank: group rank} dict."""
-    try:
-        if isinstance(raw, dict):
-            pairs = sorted((int(local), int(glob)) for glob, local in raw.items())
-            return [glob for _, glob in pairs]
-        if isinstance(raw, list):
-            return [int(r) for r in raw]
-    except (TypeError, ValueError):
-        pass
-    return []
-
-
-# ---------------------------------------------------------------------------------------------
 # Rows
 
 
@@ -337,10 +268,10 @@ class NodeRows:
     def __init__(self, sink: BatchSink, fmt: str, flush_rows: int = FLUSH_ROWS, decode_rows: int = DECODE_ROWS) -> None:
         self.sink = sink
         self.meta = TraceMeta(format=fmt)
+        self.checker = Checker(self.meta)
         self.flush_rows = flush_rows
         self.decode_rows = min(decode_rows, flush_rows)
-        # Collective rows are dicts (~1 KB each): a smaller buffer keeps memory bounded.
-        self.collectives = TableBuffer("collectives", sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
+        self.collectives = CollectiveBuffer(sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
         self.pending: list[Any] = []
         self._ops_schema = arrow_schema("ops")
         self._chunks: list[dict[str, pa.Array]] = []
@@ -370,33 +301,60 @@ class NodeRows:
         if not nodes:
             return
         self.pending = []
-        first = self.meta.node_count + self._first_node_record
-        place = f"records {first}-{first + len(nodes) - 1}"
         self.meta.node_count += len(nodes)
         types = [n.type for n in nodes]
         try:
-            self._chunks.append(self._columns(nodes, types))
-            for node, node_type in zip(nodes, types, strict=True):
-                if node_type in _SPECIAL_NODE_TYPES:
-                    self._special(node, node_type)  # TableBuffer writes every flush_rows rows
-        except (OverflowError, pa.ArrowInvalid) as exc:
-            raise TraceError(f"node id or dependency outside the int64 range ({exc})", place) from exc
+            columns = self._columns(nodes, types)
+        except (OverflowError, pa.ArrowInvalid):
+            columns = self._checked_columns(nodes, types)  # a uint64 id beyond int64: rare, slower
+        self._chunks.append(columns)
+        for node, node_type in zip(nodes, types, strict=True):
+            if node_type in _SPECIAL_NODE_TYPES:
+                self._special(node, node_type)
         self._chunk_rows += len(nodes)
         if self._chunk_rows >= self.flush_rows:
             self._write_ops()
 
     @staticmethod
-    def _columns(nodes: list[Any], types: list[int]) -> dict[str, pa.Array]:
+    def _columns(
+        nodes: list[Any],
+        types: list[int],
+        op_ids: list[int | None] | None = None,
+        ctrl_deps: list[list[int] | None] | None = None,
+        data_deps: list[list[int] | None] | None = None,
+    ) -> dict[str, pa.Array]:
         names = _TYPE_NAMES
         return {
-            "op_id": pa.array([n.id for n in nodes], pa.int64()),
+            "op_id": pa.array([n.id for n in nodes] if op_ids is None else op_ids, pa.int64()),
             "name": pa.array([n.name for n in nodes], pa.string()),
             "type": pa.array([names[t] for t in types], pa.string()),
             "start_us": pa.array([n.start_time_micros or None for n in nodes], pa.float64()),
             "duration_us": pa.array([n.duration_micros for n in nodes], pa.float64()),
-            "ctrl_deps": pa.array([n.ctrl_deps for n in nodes], pa.list_(pa.int64())),
-            "data_deps": pa.array([n.data_deps for n in nodes], pa.list_(pa.int64())),
+            "ctrl_deps": pa.array(
+                [n.ctrl_deps for n in nodes] if ctrl_deps is None else ctrl_deps, pa.list_(pa.int64())
+            ),
+            "data_deps": pa.array(
+                [n.data_deps for n in nodes] if data_deps is None else data_deps, pa.list_(pa.int64())
+            ),
         }
+
+    def _checked_columns(self, nodes: list[Any], types: list[int]) -> dict[str, pa.Array]:
+        """Columns with every id and dependency checked: those beyond int64 are null, and noted."""
+        checker = self.checker
+        op_ids = [checker.bounded(n.id, "op_id", INT64, _where(n)) for n in nodes]
+
+        def deps(field: str) -> list[list[int] | None]:
+            out: list[list[int] | None] = []
+            for n in nodes:
+                values = list(getattr(n, field))
+                if all(INT64.holds(v) for v in values):
+                    out.append(values)
+                else:
+                    checker.note(field, f"holds an id out of bounds [{INT64.low}, {INT64.high}]", values, _where(n))
+                    out.append(None)
+            return out
+
+        return self._columns(nodes, types, op_ids, deps("ctrl_deps"), deps("data_deps"))
 
     def _write_ops(self) -> None:
         chunks, count = self._chunks, self._chunk_rows
@@ -414,23 +372,19 @@ class NodeRows:
 
     def _special(self, node: Any, node_type: int) -> None:
         if node_type == METADATA_NODE:
-            if "process_group:init" in node.name:
-                groups = parse_process_groups(node.inputs.values)
-                if groups:
-                    self.meta.process_groups = groups
+            if PG_INIT_MARK in node.name:
+                groups = read_process_groups(node.inputs.values, self.checker, _where(node))
+                self.meta.process_groups = merge_groups(self.meta.process_groups, groups)
             return
         row = collective_row(node, node_type)
         if row is not None:
-            self.collectives.append(row)
+            self.collectives.append(self.checker.row(row, _where(node)))
 
     def finish(self) -> TraceMeta:
         """Flush what is pending and return the file's metadata."""
         self.flush()
         self._write_ops()
-        try:
-            self.collectives.flush()
-        except (OverflowError, pa.ArrowInvalid) as exc:
-            raise TraceError(f"collective value outside its column's range ({exc})") from exc
+        self.collectives.flush()
         return self.meta
 
 
@@ -445,7 +399,11 @@ _TYPE_NAMES = _TypeNames(NODE_TYPE_NAMES)
 _SPECIAL_NODE_TYPES = frozenset((METADATA_NODE, *_COMM_NODE_TYPES))
 
 
-def collective_row(node: Any, node_type: int) -> dict[str, Any] | None:
+def _where(node: Any) -> str:
+    return f"node id {node.id}"
+
+
+def collective_row(node: Any, node_type: int) -> CollectiveRow | None:
     """The `collectives` row of a communication node; None for a COMM_COLL_NODE without comm_type."""
     attrs = {attr.name: attr for attr in node.attr}
     peer = None
@@ -461,19 +419,18 @@ def collective_row(node: Any, node_type: int) -> dict[str, Any] | None:
         comm_type = "RECV"
         peer = _int_attr(attrs, "comm_src")
     start = node.start_time_micros
-    return {
-        "op_id": node.id,
-        "op_name": node.name,
-        "comm_type": comm_type,
-        "pg_name": _pg_name(attrs.get("pg_name")),
-        "peer": peer,
-        "in_bytes": _int_attr(attrs, "comm_size"),
-        "start_us": float(start) if start else None,
-        "duration_us": float(node.duration_micros),
-        "rf_id": _int_attr(attrs, "rf_id"),
-        "source": "chakra_node",
-        "inferred": [],
-    }
+    return CollectiveRow(
+        op_id=node.id,
+        op_name=node.name,
+        comm_type=comm_type,
+        pg_name=_pg_name(attrs.get("pg_name")),
+        peer=peer,
+        in_bytes=_int_attr(attrs, "comm_size"),
+        start_us=float(start) if start else None,
+        duration_us=float(node.duration_micros),
+        rf_id=_int_attr(attrs, "rf_id"),
+        source="chakra_node",
+    )
 
 
 def _pg_name(attr: Any) -> str | None:

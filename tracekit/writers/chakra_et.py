@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import IO, Any, cast
 
 from tracekit.parsers import et_def_pb2
+from tracekit.parsers.common.names import PG_INIT_NAME
 
 AttributeProto = et_def_pb2.AttributeProto
 Node = et_def_pb2.Node
@@ -250,7 +251,7 @@ def pg_init_node(node_id: int, groups: list[dict[str, Any]]) -> Any:
     values = str([json.dumps(groups)])
     return Node(
         id=node_id,
-        name="## process_group:init ##",
+        name=PG_INIT_NAME,
         type=cast("et_def_pb2.NodeType", METADATA_NODE),
         inputs=et_def_pb2.IOInfo(values=values),
     )

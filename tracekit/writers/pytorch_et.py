@@ -38,22 +38,22 @@ from typing import Any
 
 import msgspec
 
+from tracekit.parsers.common.names import DTYPE_BYTES, PG_INIT_NAME, RECORD_PARAM_COMMS
+
 SCHEMA = "1.1.1-chakra.0.0.4"
 PROCESS_NAME = "[pytorch|profiler|execution_trace|process]"
 THREAD_NAME = "[pytorch|profiler|execution_trace|thread]"
-PG_INIT_NAME = "## process_group:init ##"
-RPC_NAME = "record_param_comms"
 PROCESS_ID = 1
 THREAD_ID = 2
 
-# c10 ScalarType name -> (ET tensor type, itemsize).
-DTYPES: dict[str, tuple[str, int]] = {
-    "BFloat16": ("Tensor(c10::BFloat16)", 2),
-    "Half": ("Tensor(c10::Half)", 2),
-    "Float": ("Tensor(float)", 4),
-    "Long": ("Tensor(long int)", 8),
-    "Int": ("Tensor(int)", 4),
-    "Byte": ("Tensor(unsigned char)", 1),
+# c10 ScalarType name -> ET tensor type (itemsizes: tracekit.parsers.common.names.DTYPE_BYTES).
+DTYPES: dict[str, str] = {
+    "BFloat16": "Tensor(c10::BFloat16)",
+    "Half": "Tensor(c10::Half)",
+    "Float": "Tensor(float)",
+    "Long": "Tensor(long int)",
+    "Int": "Tensor(int)",
+    "Byte": "Tensor(unsigned char)",
 }
 
 _EMPTY_IO: dict[str, list[Any]] = {"values": [], "shapes": [], "types": [], "strides": []}
@@ -167,7 +167,7 @@ def _comm_static(
     shapes after the tensor's, and the encoded comm attrs before and after the per-call ones."""
     in_type, in_shapes = _split_meta(n_in)
     out_type, out_shapes = _split_meta(n_out)
-    types = [DTYPES[dtype][0], "Tuple[Int,Bool]", "Tuple[String,String]", "Int", "String", in_type, out_type]
+    types = [DTYPES[dtype], "Tuple[Int,Bool]", "Tuple[String,String]", "Int", "String", in_type, out_type]
     types += ["Int", "Int", "Int"]
     rest_shapes = [[[], []], [[], []], [], [], in_shapes, out_shapes, [], [], []]
     head = [
@@ -213,7 +213,7 @@ def comm_node(
     `collective` is c10d's name: allreduce, all_to_allv, _allgather_base, _reduce_scatter_base,
     send, recv, ... `tensor_ids` are the ids of the input and output tensors (equal for in place).
     """
-    type_name, itemsize = DTYPES[dtype]
+    itemsize = DTYPE_BYTES[dtype]
     ins = in_splits or []
     outs = out_splits or []
     static_key = (collective, dtype, len(ins), len(outs), pg_name, pg_desc, pg_size, rank_start, rank_stride)
@@ -249,7 +249,7 @@ def comm_node(
     middle += b'"value":"%s"},{"name":"out_split_size","type":"string","value":"%s"}'
     extra = attrs_head + middle % (in_nelems, out_nelems, str(ins).encode(), str(outs).encode()) + attrs_tail
     attrs = _standard_attrs(rf_id, extra=extra)
-    return _node(node_id, RPC_NAME, parent, attrs, inputs, outputs)
+    return _node(node_id, RECORD_PARAM_COMMS, parent, attrs, inputs, outputs)
 
 
 def document(

@@ -1,14 +1,38 @@
-"""Naming rules shared by every parser: collective names, element types, NCCL kernel names.
+"""Names: which events are collectives, of what kind, on what element type, by which backend.
 
 Each trace format spells the same things differently (`allreduce`, `nccl:all_reduce`,
 `c10d::allreduce_`, `ncclKernel_AllReduce_RING_LL_Sum_float`; `Float`, `Tensor(float)`, `f32`);
 these functions map them onto the data model's vocabulary so that the same collective traced in
-two formats gives the same row.
+two formats gives the same row. Every parser and writer takes its names from here.
 """
 
 from __future__ import annotations
 
 import re
+
+# The work annotation a c10d backend records around each collective it runs (`nccl:all_reduce`,
+# `gloo:broadcast`, `xccl:all_gather` on Intel GPUs), whatever the profiler generation.
+BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
+# The dispatcher op of a collective (`c10d::allreduce_`): its name without the namespace is how
+# profiler (Kineto) rows name it, so rows of every format carry the short name.
+C10D_PREFIX = "c10d::"
+# The op PyTorch wraps around each collective it records the parameters of (NCCL, XCCL).
+RECORD_PARAM_COMMS = "record_param_comms"
+# The metadata node whose input lists every process group of the rank: its name as PyTorch writes
+# it, and the part parsers look for.
+PG_INIT_NAME = "## process_group:init ##"
+PG_INIT_MARK = "process_group:init"
+
+
+def is_backend_annotation(name: str) -> bool:
+    """A backend's work annotation (`nccl:all_reduce`, `gloo:send`, `xccl:broadcast`)."""
+    return name.startswith(BACKEND_PREFIXES)
+
+
+def c10d_stem(name: str) -> str:
+    """`c10d::allreduce_` -> `allreduce_`; other names unchanged."""
+    return name.removeprefix(C10D_PREFIX)
+
 
 # Chakra CollectiveCommType numbers (schemas/et_def.proto) onto the data model's comm_type.
 # REDUCE_SCATTER_BLOCK is a reduce-scatter with equal blocks: counted as REDUCE_SCATTER.
@@ -23,6 +47,20 @@ CHAKRA_COMM_TYPES: dict[int, str] = {
     7: "REDUCE_SCATTER",
     8: "REDUCE_SCATTER",
     9: "BARRIER",
+}
+
+# PyTorch's c10d name of each comm_type as record_param_comms records it, for writers (FSDP and
+# Megatron use the *_into_tensor/*_tensor forms, recorded as _allgather_base/_reduce_scatter_base).
+C10D_NAMES: dict[str, str] = {
+    "ALL_REDUCE": "allreduce",
+    "ALL_GATHER": "_allgather_base",
+    "REDUCE_SCATTER": "_reduce_scatter_base",
+    "ALL_TO_ALL": "all_to_all",
+    "BROADCAST": "broadcast",
+    "REDUCE": "reduce",
+    "GATHER": "gather",
+    "SCATTER": "scatter",
+    "BARRIER": "barrier",
 }
 
 # Checked in order: longer names first, so that "allgather" is not taken for "gather".
@@ -40,7 +78,7 @@ _NAME_RULES: tuple[tuple[str, str], ...] = (
     ("recv", "RECV"),
 )
 
-_PREFIXES = ("nccl:", "gloo:", "c10d::", "mpi:", "ucc:")
+_PREFIXES = (*BACKEND_PREFIXES, C10D_PREFIX)
 
 
 def _squash(name: str) -> str:
@@ -53,7 +91,7 @@ def _squash(name: str) -> str:
 
 
 def comm_type_of(name: str | None) -> str | None:
-    """The comm_type of a collective named as c10d, an nccl:/gloo: annotation or a c10d:: op does.
+    """The comm_type of a collective named as c10d, a backend annotation or a c10d:: op does.
 
     Returns None for names that are not a communication operation (`wait`, `coalesced`, ...).
     """

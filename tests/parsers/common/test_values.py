@@ -1,0 +1,112 @@
+"""tracekit.parsers.common.values: the one value policy and its bounds."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tracekit.parsers.base import MAX_WARNINGS, TraceMeta, printable
+from tracekit.parsers.common.rows import CollectiveRow
+from tracekit.parsers.common.values import (
+    COUNT,
+    EXCERPT_CHARS,
+    INT64,
+    MAX_COUNT,
+    MAX_RANKS,
+    RANK,
+    SIZE,
+    Checker,
+    as_int,
+    as_number,
+    excerpt,
+)
+
+
+def test_the_stated_bounds() -> None:
+    assert MAX_RANKS == 2**20 and MAX_COUNT == 2**62
+    assert (RANK.low, RANK.high) == (0, 2**20 - 1)
+    assert (SIZE.low, SIZE.high) == (1, 2**20)
+    assert (COUNT.low, COUNT.high) == (0, 2**62)
+    assert (INT64.low, INT64.high) == (-(2**63), 2**63 - 1)
+
+
+def test_as_int_reads_what_files_write_and_nothing_else() -> None:
+    assert [as_int(v) for v in (3, 3.0, " 12 ", "-4", "+5")] == [3, 3, 12, -4, 5]
+    assert [as_int(v) for v in (True, 3.5, "x", "1_000", "1" * 41, None, [1], float("inf"), float("nan"))] == [None] * 9
+    assert as_int("9" * 40) == int("9" * 40)
+
+
+def test_as_number_is_finite_or_none() -> None:
+    assert as_number(2) == 2.0 and as_number(1.5) == 1.5
+    assert [as_number(v) for v in (10**400, float("inf"), "1", True, None)] == [None] * 5
+
+
+@given(
+    st.one_of(
+        st.text(),
+        st.binary(),
+        st.integers(),
+        st.floats(),
+        st.lists(st.text()),
+        st.dictionaries(st.text(), st.integers()),
+    )
+)
+def test_excerpt_is_short_and_always_writable(value: object) -> None:
+    text = excerpt(value)
+    assert len(text) <= EXCERPT_CHARS
+    text.encode("utf-8")  # never raises: surrogates are escaped
+
+
+def test_excerpt_of_huge_and_hostile_values() -> None:
+    assert excerpt(2**1000) == "<integer of 1001 bits>"
+    assert excerpt("\ud800x") == "'\\ud800x'"
+    assert excerpt("a" * 10_000).endswith("…") and len(excerpt("a" * 10_000)) == EXCERPT_CHARS
+    assert excerpt(list(range(100))) == "[0, 1, 2, 3, 4, 5, 6, 7, …]"
+
+
+def test_checker_warns_once_per_field_with_a_count() -> None:
+    meta = TraceMeta(format="x")
+    check = Checker(meta)
+    assert check.integer(5, "peer", RANK, "a") == 5
+    assert check.integer(None, "peer", RANK, "a") is None and meta.warnings == []
+    assert check.integer(2**31, "peer", RANK, "node 1") is None
+    assert check.integer("x", "peer", RANK, "node 2") is None
+    assert check.integer(-1, "group_size", SIZE, "node 3") is None
+    assert [(w.message, w.where) for w in meta.warnings] == [
+        ("peer = 2147483648 is out of bounds [0, 1048575]: left null (2 values in this file)", "node 1"),
+        ("group_size = -1 is out of bounds [1, 1048576]: left null", "node 3"),
+    ]
+
+
+def test_checker_row_nulls_every_field_out_of_bounds() -> None:
+    meta = TraceMeta(format="x")
+    row = CollectiveRow(
+        op_id=2**63,
+        comm_type="ALL_TO_ALL",
+        source="s",
+        group_size=0,
+        peer=2**20,
+        in_elems=2**62 + 1,
+        out_bytes=-3,
+        in_splits=[1, -1],
+        seq=2**64,
+        start_us=math.inf,
+        duration_us=1.0,
+    )
+    Checker(meta).row(row, "here")
+    assert (row.op_id, row.group_size, row.peer, row.in_elems, row.out_bytes, row.in_splits, row.seq) == (None,) * 7
+    assert (row.start_us, row.duration_us) == (None, 1.0)
+    assert len(meta.warnings) == 8 and all(w.where == "here" for w in meta.warnings)
+
+
+def test_warnings_are_capped_and_printable() -> None:
+    meta = TraceMeta(format="x")
+    for i in range(MAX_WARNINGS + 10):
+        meta.warn(f"bad {i} \ud800", "x" * 1000)
+    assert len(meta.warnings) == MAX_WARNINGS + 1
+    assert meta.warnings[-1].message.startswith("more warnings not listed")
+    first = meta.warnings[0]
+    assert first.message == "bad 0 \\ud800" and first.where is not None and len(first.where) <= 500
+    assert printable("\udcff") == "\\udcff"

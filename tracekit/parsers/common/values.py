@@ -1,0 +1,230 @@
+"""Values: the one policy for a number read from a trace file, and the bounds it must lie in.
+
+A value read from a file is untrusted. One that cannot be read as the kind of value its column
+holds (a string where a count belongs), or that lies outside the bounds below, becomes null for that
+field, and the file gets a warning (`TraceMeta.warn`, stored in `traces.warnings`) that names the
+field, the place and a short escaped excerpt of the value. It never raises and never costs the
+file: a structural problem (not JSON, no nodes list, a truncated record) is a TraceError, a bad
+value is not. Warnings about one field are counted on the first one, so a file with a million bad
+values gets one line per field, not a million.
+
+The bounds, and why:
+
+* ranks and peers in [0, MAX_RANKS), world and group sizes in [1, MAX_RANKS], MAX_RANKS = 2**20:
+  beyond any real cluster (Llama 3 trained on 16,384 GPUs), yet small enough that a claimed world
+  size can never size an allocation or a loop that takes down an ingest;
+* element and byte counts in [0, 2**62] (4 EiB): beyond any real message, and a bound below the
+  int64 columns' limit, so that a sum of a few counts cannot overflow what SQL adds up; a byte count
+  computed from elements (up to 16 bytes each) is checked against it too;
+* ids, sequence numbers and record-function ids in the int64 range of their columns;
+* times (microseconds) finite.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tracekit.parsers.base import TraceMeta, TraceWarning
+
+if TYPE_CHECKING:
+    from tracekit.parsers.common.rows import CollectiveRow
+
+MAX_RANKS = 1 << 20
+MAX_COUNT = 1 << 62
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Longer excerpts of a bad value are cut: a warning is one line, whatever the file holds.
+EXCERPT_CHARS = 80
+# A decimal string longer than this is no int64 (19 digits) with room to spare: not parsed, so
+# that a megabyte of digits costs nothing (and int() of it would raise).
+_MAX_DIGITS = 40
+_DECIMAL = re.compile(rf"\s*[+-]?[0-9]{{1,{_MAX_DIGITS}}}\s*", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Inclusive integer bounds of a field (the reasons are in the module docstring)."""
+
+    low: int
+    high: int
+
+    def holds(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+
+RANK = Bound(0, MAX_RANKS - 1)
+SIZE = Bound(1, MAX_RANKS)
+COUNT = Bound(0, MAX_COUNT)
+INT64 = Bound(INT64_MIN, INT64_MAX)
+
+# Bounds of the integer fields of a collective row; split lists hold counts, per peer.
+ROW_BOUNDS: dict[str, Bound] = {
+    "op_id": INT64,
+    "group_size": SIZE,
+    "peer": RANK,
+    "in_elems": COUNT,
+    "out_elems": COUNT,
+    "in_bytes": COUNT,
+    "out_bytes": COUNT,
+    "seq": INT64,
+    "rf_id": INT64,
+}
+ROW_LISTS: dict[str, Bound] = {"in_splits": COUNT, "out_splits": COUNT}
+ROW_TIMES = ("start_us", "duration_us")
+
+
+def as_int(value: Any) -> int | None:
+    """An integer as files write them: a JSON integer, an integral float, or a decimal string.
+
+    None for anything else (booleans included). Bounds are not checked here.
+    """
+    if value.__class__ is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value)
+    return None
+
+
+def as_number(value: Any) -> float | None:
+    """A finite float from a JSON number; None for anything else (booleans, huge ints included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short printable rendering of a bad value for a warning: escaped, at most `limit` chars.
+
+    Never renders more than it shows (a huge integer or list costs nothing), and escapes lone
+    surrogates and control characters, so the text is always writable as UTF-8.
+    """
+    text = _render(value, limit)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def _render(value: Any, limit: int) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return repr(value)
+    if isinstance(value, int):
+        bits = value.bit_length()
+        return str(value) if bits <= 128 else f"<{'-' if value < 0 else ''}integer of {bits} bits>"
+    if isinstance(value, str):
+        return repr(value[: limit + 1])  # repr escapes surrogates and control characters
+    if isinstance(value, bytes):
+        return repr(value[: limit + 1])
+    if isinstance(value, list | tuple):
+        inner = ", ".join(_render(v, limit) for v in value[:8])
+        more = ", …" if len(value) > 8 else ""
+        return f"[{inner}{more}]"
+    if isinstance(value, dict):
+        items = list(value.items())[:4]
+        inner = ", ".join(f"{_render(k, limit)}: {_render(v, limit)}" for k, v in items)
+        more = ", …" if len(value) > 4 else ""
+        return "{" + inner + more + "}"
+    return f"<{type(value).__name__}>"
+
+
+def _bounds_text(bound: Bound) -> str:
+    return f"[{bound.low}, {bound.high}]"
+
+
+class Checker:
+    """Applies the value policy for one file: reads and bounds values, nulls bad ones, warns once
+    per field (with a count of the others)."""
+
+    def __init__(self, meta: TraceMeta) -> None:
+        self.meta = meta
+        self._noted: dict[str, tuple[int, int, TraceWarning]] = {}  # field -> (index, count, first)
+
+    def note(self, field: str, problem: str, value: Any, where: str | None) -> None:
+        """Record that `field` was left null because its `value` has `problem`."""
+        seen = self._noted.get(field)
+        if seen is None:
+            warning = TraceWarning(f"{field} = {excerpt(value)} {problem}: left null", where)
+            self.meta.warnings.append(warning)
+            self._noted[field] = (len(self.meta.warnings) - 1, 1, warning)
+            return
+        index, count, first = seen
+        count += 1
+        self._noted[field] = (index, count, first)
+        self.meta.warnings[index] = TraceWarning(f"{first.message} ({count} values in this file)", first.where)
+
+    def integer(self, value: Any, field: str, bound: Bound, where: str | None) -> int | None:
+        """`value` as an integer within `bound`; None (with a warning) when it is not one."""
+        if value is None:
+            return None
+        number = as_int(value)
+        if number is None:
+            self.note(field, "is not an integer", value, where)
+            return None
+        if not bound.holds(number):
+            self.note(field, f"is out of bounds {_bounds_text(bound)}", value, where)
+            return None
+        return number
+
+    def bounded(self, value: int | None, field: str, bound: Bound, where: str | None) -> int | None:
+        """An integer already read, checked against `bound`."""
+        if value is None or bound.holds(value):
+            return value
+        self.note(field, f"is out of bounds {_bounds_text(bound)}", value, where)
+        return None
+
+    def time(self, value: Any, field: str, where: str | None) -> float | None:
+        """A time in microseconds: a finite number, else None with a warning."""
+        if value is None:
+            return None
+        if value.__class__ is float and math.isfinite(value):
+            return value
+        number = as_number(value)
+        if number is None:
+            self.note(field, "is not a finite number", value, where)
+        return number
+
+    def integers(self, value: Any, field: str, bound: Bound, where: str | None) -> list[int] | None:
+        """A list of integers within `bound`; None (with a warning) when any item is not one."""
+        if value is None:
+            return None
+        if not isinstance(value, list) or len(value) > MAX_RANKS:
+            self.note(field, "is not a list of integers", value, where)
+            return None
+        out = []
+        for item in value:
+            number = as_int(item)
+            if number is None or not bound.holds(number):
+                self.note(field, f"holds {excerpt(item, 40)}, not an integer in {_bounds_text(bound)}", value, where)
+                return None
+            out.append(number)
+        return out
+
+    def row(self, row: CollectiveRow, where: str | None) -> CollectiveRow:
+        """Bound every field of a finished collective row (sizes are often computed, not read)."""
+        for name, bound in ROW_BOUNDS.items():
+            value = getattr(row, name)
+            if value is not None and not bound.holds(value):
+                self.note(name, f"is out of bounds {_bounds_text(bound)}", value, where)
+                setattr(row, name, None)
+        for name, bound in ROW_LISTS.items():
+            items = getattr(row, name)
+            if items is not None and not all(bound.holds(v) for v in items):
+                self.note(name, f"holds a value out of bounds {_bounds_text(bound)}", items, where)
+                setattr(row, name, None)
+        for name in ROW_TIMES:
+            value = getattr(row, name)
+            if value is not None and not math.isfinite(value):
+                self.note(name, "is not a finite number", value, where)
+                setattr(row, name, None)
+        return row

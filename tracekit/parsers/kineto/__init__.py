@@ -1,0 +1,182 @@
+"""Kineto (PyTorch profiler) Chrome-trace JSON: every complete event, and each collective once.
+
+The package reads in stages: `decode` (JSON into typed events, the trace's metadata), `events`
+(which events may be collectives, which unit owns each kernel), `pairing` (c10d ops and their
+backend work), `rows` (one row per collective); `args` names the profiler's arguments per
+generation. Every rule of collective semantics comes from tracekit.parsers.common.
+
+Decoding: the whole document is decoded in one call into typed msgspec Structs; only `ph`, `name`,
+`cat`, `pid`, `tid`, `ts`, `dur` become Python objects, and `args` stays raw JSON that is decoded
+only for the few events the collective logic needs (NCCL kernels, `record_param_comms`, backend
+annotations, `c10d::` ops, kernel launches). If a field has an unexpected type (a string `pid`, a
+numeric `name`, ...) the typed decode fails and a tolerant path re-reads the document untyped and
+coerces each event, so odd files cost time, not correctness. A `ts`/`dur` that is no finite number
+is null, with a warning on the file (the rulebook's value policy).
+
+Collectives, one row per logical operation. A call appears as a chain
+
+    cpu_op c10d::allreduce_ -> cpu_op record_param_comms -> user_annotation nccl:all_reduce
+        -> (cuda launch on the same thread) -> kernel ncclKernel_* / ncclDevKernel_*
+
+The anchor is `record_param_comms` (source 'record_param_comms'). Its NCCL kernels are found by
+the launch: the kernel's `correlation` equals the `correlation` arg of a cudaLaunch* runtime event,
+and the launch lies inside the anchor's span on the anchor's thread (this works for every
+generation; in G1 traces the kernel's `External id` is the correlation number, so External ids
+cannot be trusted there). When a kernel's launch is not in the trace, the kernel is matched by
+`External id` (G3+: kernel and record_param_comms share it). Start/duration come from the
+kernel(s) (device time), else from the CPU op. `record_param_comms` events that name no
+collective (`wait`, `coalesced`, G1 waits with no annotation, c10d op or kernel) give no row but
+still own the kernels launched inside them.
+
+Without `record_param_comms` (gloo in torch 2.x emits none) a call is a `c10d::` dispatcher op on
+the calling thread plus a `gloo:` work annotation, mostly on a `pt_gloo_runloop` worker thread
+(send/recv on the calling thread), which starts after the op and often after it returned. The row
+is the c10d op's (source 'c10d'): op_id, `Record function id`, name without `c10d::`, comm_type
+(so FSDP's `_reduce_scatter_base_`, which gloo runs as `gloo:all_reduce`, stays REDUCE_SCATTER),
+sizes from `Input Dims`/`Input type` read by the op's argument names (tracekit.parsers.common.c10d:
+all-gathers, reduce-scatters, gathers, scatters and all-to-alls list the output first; a
+TensorList has no dtype, the annotation's tensor gives it) and all-to-all splits from
+`Concrete Inputs` ('[4, 2, 5, 3]'). start/duration come from the paired annotation (the actual
+transfer), else from the op. Pairing follows tracekit.parsers.common.pairing, within a process. A
+`Record function id` of 0 (G4 writes 0 on every event) is unknown: rf_id is null then, so joins on
+it cannot false-match.
+
+Fallbacks, each taking only what the level above did not explain: backend annotations paired
+with no c10d op (source 'annotation'), then `c10d::` ops with neither an anchor nor an annotation
+(source 'c10d', CPU time), then NCCL kernels launched from a host event in the trace that is no
+collective op, or from a trace that records no launches at all (a device-only capture): source
+'kernel', comm_type and dtype from the kernel name and marked inferred, unless the kernel carries
+G3+ comm args. SendRecv and Generic kernels alone cannot be classified (send, recv and all-to-all
+all run as SendRecv): they are left out, and the count is noted on the trace.
+
+A device kernel whose host launch lies outside the profiled window (the trace records launches,
+but not this kernel's: the window opened after its host op) is left out and noted on the trace, in
+every profiler generation, whether or not the kernel carries comm args: its collective was issued
+before the window, and a row needs the host op to be the one row per rank of a logical collective
+that the host trace (PyTorch ET) also holds.
+
+`started_at`: Kineto writes `ts` relative to `baseTimeNanoseconds`, a wall-clock epoch time
+(system_clock, floored to a 3-month interval so that ns timestamps stay exact as doubles; see
+libkineto output_json.h `ChromeTraceBaseTime` / `transToRelativeTime`). So the trace's first
+complete event (ph "X"; metadata events may carry ts 0) happened at baseTimeNanoseconds + min(ts)
+µs, UTC. Without that key the `ts` origin is unknown (older traces write absolute epoch µs, but
+nothing in the file says so), and started_at is None.
+
+Known gaps: 'B'/'E' duration pairs are not turned into ops (Kineto writes 'X'); kernels whose
+launch is missing and whose External id matches no anchor are not matched by stream order; the
+whole document is decoded at once (peak memory ~5x the JSON size), not streamed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tracekit.parsers.base import BatchSink, Source, TraceMeta
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
+from tracekit.parsers.common.values import Checker
+from tracekit.parsers.kineto.decode import Event, decode, event_args, read_meta
+from tracekit.parsers.kineto.events import Spans, Unit, anchor_units, assign_kernels, classify, consume_c10d_ops
+from tracekit.parsers.kineto.pairing import pair_annotations
+from tracekit.parsers.kineto.rows import Context, kernel_row, unit_row
+
+FORMAT = "kineto"
+
+OPS_BATCH_ROWS = 65_536
+
+
+def parse(source: Source, sink: BatchSink) -> TraceMeta:
+    """Read one Kineto trace: ops (every complete event) and collectives (each one once)."""
+    meta = TraceMeta(format=FORMAT)
+    checker = Checker(meta)
+    data = source.read()
+    trace = decode(data, checker)
+    del data
+    events = trace.traceEvents or []
+    read_meta(trace, meta, checker)
+    complete = [i for i, e in enumerate(events) if e.ph == "X"]
+    _write_ops(events, complete, sink, checker)
+    buffer = CollectiveBuffer(sink)
+    for row in collective_rows(events, complete, Context(events, meta.process_groups, checker)):
+        buffer.append(checker.row(row, f"traceEvents[{row.op_id}]"))
+    buffer.flush()
+    return meta
+
+
+def collective_rows(events: list[Event], complete: list[int], ctx: Context) -> list[CollectiveRow]:
+    found = classify(events, complete)
+    units, loose_annotations = anchor_units(events, found)
+    for i in loose_annotations:
+        units[i] = Unit(i, "annotation", event_args(events[i]))
+    c10d_spans = Spans(events, found.c10d_ops)
+    consumed = consume_c10d_ops(events, found, units, c10d_spans)
+    # A loose annotation is the work of a c10d op (gloo runs it on a worker thread): the row is
+    # the c10d op's, timed by the annotation. Unpaired c10d ops and annotations stand alone.
+    free = {i: event_args(events[i]) for i in found.c10d_ops if i not in consumed}
+    paired = pair_annotations(events, free, {i: units[i].args for i in loose_annotations}, c10d_spans)
+    for ann, op in paired.items():
+        del units[ann]
+        units[op] = Unit(op, "c10d", free[op])
+        units[op].annotation = ann
+    for i, args in free.items():
+        if i not in units:
+            units[i] = Unit(i, "c10d", args)
+    kernels = assign_kernels(events, found, units)
+
+    rows = [row for index in sorted(units) if (row := unit_row(ctx, units[index], kernels.args)) is not None]
+    unclassified = 0
+    for k in kernels.loose:
+        row = kernel_row(ctx, k, kernels.args[k])
+        if row is None:
+            unclassified += 1
+        else:
+            rows.append(row)
+    if unclassified:
+        ctx.checker.meta.warn(
+            f"{unclassified} NCCL SendRecv/Generic kernel(s) with no host collective op left out: "
+            "the kernel name cannot tell send, recv and all-to-all apart",
+            f"traceEvents[{next(k for k in kernels.loose)}]",
+        )
+    if kernels.before_window:
+        count = len(kernels.before_window)
+        ctx.checker.meta.warn(
+            f"{count} NCCL kernel{'s' if count > 1 else ''} launched before the profiled window left out "
+            "(the trace records launches, not theirs)",
+            f"traceEvents[{kernels.before_window[0]}]",
+        )
+    rows.sort(key=lambda r: r.op_id or 0)
+    return rows
+
+
+def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker) -> None:
+    import pyarrow as pa
+
+    from tracekit.schema import arrow_schema
+
+    schema = arrow_schema("ops")
+    for lo in range(0, len(complete), OPS_BATCH_ROWS):
+        chunk = complete[lo : lo + OPS_BATCH_ROWS]
+        evs = [events[i] for i in chunk]
+        given = {
+            "op_id": pa.array(chunk, pa.int64()),
+            "name": pa.array([e.name for e in evs], pa.string()),
+            "type": pa.array([e.cat for e in evs], pa.string()),
+            "start_us": pa.array(_finite([e.ts for e in evs], chunk, "ts", checker), pa.float64()),
+            "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker), pa.float64()),
+        }
+        n = len(chunk)
+        arrays = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in schema]
+        sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=schema))
+
+
+def _finite(values: list[float | None], chunk: list[int], field: str, checker: Checker) -> list[float | None]:
+    """Times that are not finite (1e999 decodes to inf) become null, with a warning."""
+    if math.isfinite(sum(filter(None, values))):
+        return values  # the common case, in one C-level pass (a sum that overflows is checked below)
+    out: list[float | None] = []
+    for index, value in zip(chunk, values, strict=True):
+        if value is not None and not math.isfinite(value):
+            checker.note(field, "is not a finite number", value, f"traceEvents[{index}]")
+            value = None
+        out.append(value)
+    return out
