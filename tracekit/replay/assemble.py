@@ -41,7 +41,9 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     counts = cat(dep_counts, "int64")
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    depends_on = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(cat([s.dep_idx for s in parts.flows], "int64")))
+    depends_on = pa.LargeListArray.from_arrays(
+        pa.array(offsets), pa.array(cat([s.dep_idx for s in parts.flows], "int64"))
+    )
     table = pa.table(
         {
             "flow_id": pa.array(np.arange(len(src), dtype=np.int64)),

@@ -125,7 +125,9 @@ def _per_rank_plan(result: Replay, colls: pl.DataFrame, group_ids: dict[int, int
     return plan
 
 
-def _rank_nodes(rank: int, steps: list[dict[str, Any]], p2p: dict[int, list[tuple[int, int, int, int, list[int]]]]) -> Any:
+def _rank_nodes(
+    rank: int, steps: list[dict[str, Any]], p2p: dict[int, list[tuple[int, int, int, int, list[int]]]]
+) -> Any:
     from tracekit.writers.chakra_et import comm_node, comp_node, recv_node, send_node
 
     next_id = 0
@@ -146,7 +148,9 @@ def _rank_nodes(rank: int, steps: list[dict[str, Any]], p2p: dict[int, list[tupl
         block: list[int] = []
         for flow_id, src, dst, size, _ in p2p.get(step["collective_id"], []):
             if dst == rank:
-                yield recv_node(next_id, f"{step['name']}_recv", size, src, rank=rank, tag=flow_id + 1, data_deps=previous)
+                yield recv_node(
+                    next_id, f"{step['name']}_recv", size, src, rank=rank, tag=flow_id + 1, data_deps=previous
+                )
                 recv_of[flow_id] = next_id
                 block.append(next_id)
                 next_id += 1

@@ -98,7 +98,7 @@ def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
 
 
 def _world_size(job: str, recorded: int | None, rows: pl.DataFrame, notes: list[str]) -> int:
-    seen = int(rows["rank"].max()) + 1 if rows.height else 0  # type: ignore[arg-type,operator]
+    seen = int(rows["rank"].max()) + 1 if rows.height else 0  # type: ignore[arg-type]
     peers = rows["peer"].drop_nulls()
     if peers.len():
         seen = max(seen, int(peers.max()) + 1)  # type: ignore[arg-type]
@@ -150,7 +150,9 @@ def _match(
             seen = tuple(sorted(coll.filter(pl.col("pg_name") == name)["rank"].unique().to_list()))
             ranks = whole if name == "0" else seen
             if name != "0":
-                notes.append(f"job {job}: process group {name!r} is not described; its members are the ranks seen {seen}")
+                notes.append(
+                    f"job {job}: process group {name!r} is not described; its members are the ranks seen {seen}"
+                )
         ranks = ranks or whole
         if ranks == whole:
             index[name] = 0
@@ -181,7 +183,9 @@ def _match(
         ]
     ).join(logical.select("collective_id", "group", "key", "comm_type"), on=["group", "key", "comm_type"])
     parts = parts.join(
-        rows.select("rank", "trace_id", "op_id", "in_bytes", "in_splits", "out_splits", "dtype", "in_elems", "start_us"),
+        rows.select(
+            "rank", "trace_id", "op_id", "in_bytes", "in_splits", "out_splits", "dtype", "in_elems", "start_us"
+        ),
         on=["rank", "trace_id", "op_id"],
     )
     partial = logical.filter(pl.col("participants") < pl.col("n")).height
@@ -241,7 +245,9 @@ def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]
         pl.col("ordinal").min().alias("order"),
     ]
     grouped = coll.group_by("group", "key", "comm_type").agg(*agg)
-    grouped = grouped.join(pl.DataFrame({"group": range(len(groups)), "n": sizes}, schema_overrides={"group": pl.Int32}), on="group")
+    grouped = grouped.join(
+        pl.DataFrame({"group": range(len(groups)), "n": sizes}, schema_overrides={"group": pl.Int32}), on="group"
+    )
     grouped = grouped.with_columns(src=pl.lit(None, dtype=pl.Int32), dst=pl.lit(None, dtype=pl.Int32))
     pairs = p2p.group_by("group", "key", "comm_type").agg(
         *agg, pl.col("src").first().cast(pl.Int32), pl.col("dst").first().cast(pl.Int32)

@@ -107,20 +107,22 @@ def decompose(
     member_bytes = _member_bytes(job, groups)
     fallbacks = 0
     for (group, comm_type, name), bucket in chosen.group_by(["group", "comm_type", "algorithm"], maintain_order=True):
-        layout = groups[int(group)]  # type: ignore[call-overload]
+        layout = groups[int(group)]
         root = int(layout.position_of_member[0]) if len(layout.ranks) else 0
         try:
             template = _template(str(name), str(comm_type), layout, root, max_flows, job.job, bucket)
         except NotApplicable:
             fallbacks += bucket.height
-            name = default_algorithm(str(comm_type), len(layout.ranks), layout.host_count, layout.max_per_host, 0, model)
+            name = default_algorithm(
+                str(comm_type), len(layout.ranks), layout.host_count, layout.max_per_host, 0, model
+            )
             if name is None:
                 continue
             template = _template(str(name), str(comm_type), layout, root, max_flows, job.job, bucket)
         ids = bucket["collective_id"].to_numpy()
         _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         sizes = bucket["size"].to_numpy().astype(np.int64)
-        per_member = member_bytes(int(group), ids, sizes)  # type: ignore[call-overload]
+        per_member = member_bytes(int(group), ids, sizes)
         stamped = stamp(template, ids, sizes, per_member, result.flow_count)
         _add(result, stamped, layout.ranks, str(name))
         for cid in ids.tolist():
@@ -209,7 +211,7 @@ def _member_bytes(job: JobCollectives, groups: list[GroupLayout]) -> Any:
     import numpy as np
 
     parts = job.participants.select("collective_id", "rank", "in_bytes").drop_nulls()
-    by_coll = {int(k[0]): v for k, v in parts.partition_by("collective_id", as_dict=True).items()}  # type: ignore[call-overload]
+    by_coll = {int(k[0]): v for k, v in parts.partition_by("collective_id", as_dict=True).items()}
 
     def lookup(group: int, ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         layout = groups[group]
@@ -223,14 +225,16 @@ def _member_bytes(job: JobCollectives, groups: list[GroupLayout]) -> Any:
     return lookup
 
 
-def _uneven(job: JobCollectives, colls: pl.DataFrame, groups: list[GroupLayout], result: Decomposition, cap: int) -> None:
+def _uneven(
+    job: JobCollectives, colls: pl.DataFrame, groups: list[GroupLayout], result: Decomposition, cap: int
+) -> None:
     """All-to-allv: one transfer per non-zero entry of the recorded split matrix (bytes)."""
     import numpy as np
 
     if not colls.height:
         return
     parts = job.participants.filter(job.participants["collective_id"].is_in(colls["collective_id"].implode()))
-    by_coll = {int(k[0]): v for k, v in parts.partition_by("collective_id", as_dict=True).items()}  # type: ignore[call-overload]
+    by_coll = {int(k[0]): v for k, v in parts.partition_by("collective_id", as_dict=True).items()}
     issues: dict[str, int] = {}
     for row in colls.iter_rows(named=True):
         layout = groups[row["group"]]
@@ -242,7 +246,9 @@ def _uneven(job: JobCollectives, colls: pl.DataFrame, groups: list[GroupLayout],
             template = _cached_template("direct", "ALL_TO_ALL", layout, 0)
             ids = np.array([row["collective_id"]], dtype=np.int64)
             sizes = np.array([row["size"]], dtype=np.int64)
-            stamped = stamp(template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count)
+            stamped = stamp(
+                template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count
+            )
         else:
             src, dst = np.nonzero(matrix > 0)
             keep = src != dst
@@ -292,7 +298,7 @@ def _split_matrix(parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[
             else:
                 received.append((position, values))
     for position, values in received:  # a receiver's out_splits fill what no sender said
-        column = matrix[:, position]
+        column: np.ndarray = matrix[:, position]
         unknown = column < 0
         if (~unknown & (column != values)).any():
             _count(issues, "a sender's in_splits and its receiver's out_splits disagree: the sender's are used")

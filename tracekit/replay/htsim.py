@@ -50,15 +50,14 @@ def fat_tree_nodes(hosts: int) -> int:
 def write_htsim(
     result: Replay, out: Path, binary: str = "eqds", include_intra_host: bool = False, notes: list[str] | None = None
 ) -> list[Path]:
-    import polars as pl
 
     if binary not in BINARIES:
         raise InputError(f"htsim binary {binary!r} is not targeted; choose {', '.join(BINARIES)}")
     out.mkdir(parents=True, exist_ok=True)
     keep = network_flows(result.flows, include_intra_host)
     deps = project_dependencies(result.flows, keep)
-    flows = result.flows.filter(keep).select("flow_id", "src_rank", "dst_rank", "bytes", "start_s").join(
-        deps, on="flow_id"
+    flows = (
+        result.flows.filter(keep).select("flow_id", "src_rank", "dst_rank", "bytes", "start_s").join(deps, on="flow_id")
     )
     pieces = split_large(flows, SIZE_LIMIT).sort("flow_id", "piece").with_row_index("conn_id", offset=1)
     if pieces.height > MAX_ID:
@@ -131,8 +130,8 @@ def _connection_lines(
     conn = pieces["conn_id"].to_numpy()
     relative = pieces["start_s"].to_numpy() - first
     if BINARIES[binary] == "ps":
-        starts = np.float32(np.round(relative * 1e12)).astype(np.float64)  # the value stof will read
-        text = [f"{s:.0f}" for s in starts]
+        starts = np.round(relative * 1e12).astype(np.float32).astype(np.float64)  # the value stof reads
+        text = [f"{s:.0f}" for s in starts.tolist()]
     else:
         micros = np.round(relative * 1e6).astype(np.int64)
         if micros.size and micros.max() > MAX_UEC_START_US:
@@ -140,7 +139,12 @@ def _connection_lines(
         text = [str(m) for m in micros]
     lines = []
     for c, src, dst, size, start in zip(
-        conn.tolist(), pieces["src_rank"].to_list(), pieces["dst_rank"].to_list(), pieces["bytes"].to_list(), text, strict=True
+        conn.tolist(),
+        pieces["src_rank"].to_list(),
+        pieces["dst_rank"].to_list(),
+        pieces["bytes"].to_list(),
+        text,
+        strict=True,
     ):
         when = f"trigger {waits_on[c]}" if c in waits_on else f"start {start}"
         done = f" send_done_trigger {fired_by[c]}" if c in fired_by else ""

@@ -21,6 +21,7 @@ labels); one function so that a job_class view can replace it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.replay.clos import Clos
@@ -100,8 +101,8 @@ def network_indicators(
         "timing": result.timing,
     }
     buckets = burstiness(result.flows)
-    busy = buckets["bytes"]
-    row["burst_peak_over_mean"] = float(busy.max() / busy.mean()) if busy.len() and busy.mean() else None  # type: ignore[operator]
+    busy = buckets["bytes"].cast(pl.Float64).to_numpy()
+    row["burst_peak_over_mean"] = float(busy.max() / busy.mean()) if len(busy) and busy.mean() > 0 else None
     row.update(ecmp(result, clos or Clos(), qp_scaling, trials, seed))
     return row
 
@@ -175,7 +176,9 @@ def ecmp(result: Replay, clos: Clos, qp_scaling: int = 1, trials: int = 200, see
     down_loads = np.bincount(
         down.reshape(-1), weights=np.tile(weights, trials), minlength=trials * len(leaves) * clos.spines
     ).reshape(trials, clos.spines, len(leaves))[:, :, used_down]
-    up_count = np.bincount(up.reshape(-1), minlength=trials * links).reshape(trials, len(leaves), clos.uplinks)[:, used_up]
+    up_count = np.bincount(up.reshape(-1), minlength=trials * links).reshape(trials, len(leaves), clos.uplinks)[
+        :, used_up
+    ]
     byte_mmr = np.concatenate(
         [_mmr(up_loads.reshape(trials, -1))[:, None], _mmr(down_loads.reshape(trials, -1))[:, None]], axis=1
     ).max(axis=1)
@@ -195,7 +198,7 @@ def _mmr(loads: Any) -> Any:
 
 
 def fleet_locality(
-    dataset: TraceDataset | Any, algorithm: str = "auto", placement: Any = None, progress: Any = None
+    dataset: TraceDataset | str | Path, algorithm: str = "auto", placement: Any = None, progress: Any = None
 ) -> pl.DataFrame:
     """Per class: jobs replayed, bytes, bytes inside a host and their share (every job replayed)."""
     import polars as pl
@@ -205,7 +208,7 @@ def fleet_locality(
     from tracekit.replay import replay
 
     own = not isinstance(dataset, TraceDataset)
-    ds = TraceDataset(dataset) if own else dataset
+    ds = dataset if isinstance(dataset, TraceDataset) else TraceDataset(dataset)
     rows = []
     try:
         for job, label in ds.sql("select job_id, label from jobs order by job_id").fetchall():
@@ -213,8 +216,8 @@ def fleet_locality(
                 flows = replay(ds, job, algorithm=algorithm, placement=placement).flows
             except TracekitError:
                 continue
-            inter = flows.filter(pl.col("src_host") != pl.col("dst_host"))["bytes"].sum()
-            total = flows["bytes"].sum()
+            inter = int(flows.filter(pl.col("src_host") != pl.col("dst_host"))["bytes"].sum())
+            total = int(flows["bytes"].sum())
             rows.append({"job_id": job, "class": job_class(label), "bytes": total, "intra_host_bytes": total - inter})
             if progress:
                 progress(1)

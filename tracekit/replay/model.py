@@ -28,7 +28,9 @@ class NetworkModel:
 
     def ring_time(self, n: int, hosts: int, size: int, all_reduce: bool = True) -> float:
         """NCCL-style estimate of a ring (all-reduce: 2(n-1) steps of S/n) on the slowest link."""
-        alpha, beta = (self.alpha_inter_s, self.beta_inter_Bps) if hosts > 1 else (self.alpha_intra_s, self.beta_intra_Bps)
+        alpha, beta = (
+            (self.alpha_inter_s, self.beta_inter_Bps) if hosts > 1 else (self.alpha_intra_s, self.beta_intra_Bps)
+        )
         steps = 2 * (n - 1) if all_reduce else n - 1
         return steps * alpha + steps * size / n / beta
 

@@ -39,7 +39,9 @@ def project_dependencies(flows: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
     kept_ids = marked.filter(pl.col("kept")).select("flow_id")
     frontier = edges.join(kept_ids, on="flow_id", how="semi")
     resolved = []
-    steps = int(flows["step"].max() or 0) + 2 if flows.height else 1  # chains are at most this long
+    steps = (
+        int(flows.select(pl.col("step").max().fill_null(0)).item()) + 2 if flows.height else 1
+    )  # chains are at most this long
     for _ in range(steps):
         if not frontier.height:
             break
@@ -74,6 +76,6 @@ def split_large(flows: pl.DataFrame, limit: int) -> pl.DataFrame:
     out = flows.with_columns(pieces=pieces).with_columns(piece=pl.int_ranges(0, pl.col("pieces"))).explode("piece")
     q = pl.col("bytes") // pl.col("pieces")
     r = pl.col("bytes") % pl.col("pieces")
-    return out.with_columns(
-        bytes=q + (pl.col("piece") < r).cast(pl.Int64), piece=pl.col("piece").cast(pl.Int64)
-    ).drop("pieces")
+    return out.with_columns(bytes=q + (pl.col("piece") < r).cast(pl.Int64), piece=pl.col("piece").cast(pl.Int64)).drop(
+        "pieces"
+    )

@@ -25,7 +25,6 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import numpy as np
     import polars as pl
 
     from tracekit.api import TraceDataset
@@ -67,7 +66,8 @@ def collective_starts(
     if colls.height and starts.null_count() == 0:
         t0 = float(starts.min())  # type: ignore[arg-type]
         return {
-            cid: (start - t0) / 1e6 for cid, start in zip(colls["collective_id"].to_list(), starts.to_list(), strict=True)
+            cid: (start - t0) / 1e6
+            for cid, start in zip(colls["collective_id"].to_list(), starts.to_list(), strict=True)
         }, "trace timestamps"
     if starts.null_count() < colls.height:
         notes.append(
@@ -77,7 +77,9 @@ def collective_starts(
     return _replay_ops(ds, job, durations, notes), "dependency replay"
 
 
-def _replay_ops(ds: TraceDataset, job: JobCollectives, durations: dict[int, float], notes: list[str]) -> dict[int, float]:
+def _replay_ops(
+    ds: TraceDataset, job: JobCollectives, durations: dict[int, float], notes: list[str]
+) -> dict[int, float]:
     import polars as pl
 
     parts = job.participants.select("collective_id", "trace_id", "op_id")
@@ -119,7 +121,9 @@ def _replay_ops(ds: TraceDataset, job: JobCollectives, durations: dict[int, floa
     missing = [c for c in expected if c not in starts]
     if missing:
         end = max(starts.values(), default=0.0)
-        notes.append(f"job {job.job}: {len(missing)} collective(s) never became ready in the ops replay; placed at the end")
+        notes.append(
+            f"job {job.job}: {len(missing)} collective(s) never became ready in the ops replay; placed at the end"
+        )
         for cid in missing:
             starts[cid] = end
     for cid in durations:
@@ -163,8 +167,9 @@ class _Replay:
                 parents = {index[d] for d in (ctrl[i] or []) + (data[i] or []) if d in index and index[d] != i}
             else:
                 parents = {i - 1} if i else set()
-            if colls[i] is not None:
-                stream = self.group_of.get(colls[i], -1)
+            cid = colls[i]
+            if cid is not None:
+                stream = self.group_of.get(cid, -1)
                 if stream in last_on_stream:
                     parents.add(last_on_stream[stream])
                 last_on_stream[stream] = i

@@ -55,7 +55,7 @@ def _ring_phase(
 def _groups(hosts: np.ndarray, h: int, g: int) -> tuple[list[list[int]], list[list[int]]]:
     """Positions of each host (intra rings) and of each local index across hosts (inter rings)."""
     by_host = [list(range(x * g, (x + 1) * g)) for x in range(h)]
-    by_local = [[x * g + l for x in range(h)] for l in range(g)]
+    by_local = [[x * g + local for x in range(h)] for local in range(g)]
     return by_host, by_local
 
 
