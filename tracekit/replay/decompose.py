@@ -298,11 +298,11 @@ def _split_matrix(parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[
             else:
                 received.append((position, values))
     for position, values in received:  # a receiver's out_splits fill what no sender said
-        column: np.ndarray = matrix[:, position]
-        unknown = column < 0
-        if (~unknown & (column != values)).any():
+        sent_to = matrix[:, position]
+        unknown = sent_to < 0
+        if (~unknown & (sent_to != values)).any():
             _count(issues, "a sender's in_splits and its receiver's out_splits disagree: the sender's are used")
-        column[unknown] = values[unknown]
+        sent_to[unknown] = values[unknown]
         known = known or bool(unknown.any())
     if not known:
         return None

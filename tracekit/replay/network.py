@@ -39,9 +39,8 @@ def project_dependencies(flows: pl.DataFrame, keep: pl.Expr) -> pl.DataFrame:
     kept_ids = marked.filter(pl.col("kept")).select("flow_id")
     frontier = edges.join(kept_ids, on="flow_id", how="semi")
     resolved = []
-    steps = (
-        int(flows.select(pl.col("step").max().fill_null(0)).item()) + 2 if flows.height else 1
-    )  # chains are at most this long
+    # A chain of dropped flows is at most as long as a collective has steps.
+    steps = int(flows.select(pl.col("step").max().fill_null(0)).item()) + 2 if flows.height else 1
     for _ in range(steps):
         if not frontier.height:
             break
