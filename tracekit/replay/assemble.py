@@ -130,7 +130,8 @@ def assemble(
             pl.col("inter_host_bytes").fill_null(0),
             pl.col("model_duration_s").fill_null(0.0),
         )
-        .drop("key", "order")
+        .rename({"key": "match_key"})
+        .drop("order")
         .sort("collective_id")
     )
     return flows, collectives, timing
