@@ -33,7 +33,11 @@ def check_all(out: Path, world: int, simcheck: dict[str, ModuleType], binary: st
     # The only warnings allowed: BROADCAST, which ASTRA-sim replays but does not simulate, is never
     # written as a collective (sends/recvs instead), so there should be none at all.
     assert not et.issues, [str(i) for i in et.issues]
-    return {"hpcc": len(flows.flows), "htsim": len(cm.conns), "astra_nodes": sum(len(t.nodes) for t in et.ranks.values())}
+    return {
+        "hpcc": len(flows.flows),
+        "htsim": len(cm.conns),
+        "astra_nodes": sum(len(t.nodes) for t in et.ranks.values()),
+    }
 
 
 def test_dlrm_produces_every_output_and_passes_simcheck(

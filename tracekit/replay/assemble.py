@@ -20,7 +20,8 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     import polars as pl
     import pyarrow as pa
 
-    src_rank, dst_rank, names = [], [], []
+    src_rank, dst_rank, codes = [], [], []
+    labels = sorted(set(parts.algorithm_of))
     for stamped, ranks, name in zip(parts.flows, parts.rank_of, parts.algorithm_of, strict=True):
         if ranks.ndim == 2:  # point-to-point: one (sender, receiver) pair per flow
             rows = np.arange(len(stamped.src))
@@ -29,29 +30,30 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
         else:
             src_rank.append(ranks[stamped.src])
             dst_rank.append(ranks[stamped.dst])
-        names.append(np.full(len(stamped.src), name, dtype=object))
+        codes.append(np.full(len(stamped.src), labels.index(name), dtype=np.int32))
 
     def cat(arrays: list[np.ndarray], dtype: str) -> np.ndarray:
-        return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype=dtype)
+        return np.concatenate(arrays, dtype=dtype) if arrays else np.zeros(0, dtype=dtype)
 
-    src = cat(src_rank, "int64")
-    dst = cat(dst_rank, "int64")
-    where = placement.locate(np.arange(world, dtype=np.int64))
-    dep_counts = [s.dep_ptr[1:] - s.dep_ptr[:-1] for s in parts.flows]
-    counts = cat(dep_counts, "int64")
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    src = cat(src_rank, "int32")
+    dst = cat(dst_rank, "int32")
+    where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(world, dtype=np.int64)).items()}
+    # One CSR offsets array for all buckets: each bucket's offsets shifted by the entries before it.
+    shifts = np.cumsum([0] + [s.dep_ptr[-1] for s in parts.flows])
+    offsets = np.concatenate(
+        [s.dep_ptr[:-1] + shift for s, shift in zip(parts.flows, shifts, strict=False)] + [shifts[-1:]]
+    )
     depends_on = pa.LargeListArray.from_arrays(
-        pa.array(offsets), pa.array(cat([s.dep_idx for s in parts.flows], "int64"))
+        pa.array(offsets.astype(np.int64)), pa.array(cat([s.dep_idx for s in parts.flows], "int64"))
     )
     table = pa.table(
         {
             "flow_id": pa.array(np.arange(len(src), dtype=np.int64)),
             "collective_id": pa.array(cat([s.collective for s in parts.flows], "int64")),
-            "algorithm": pa.array(cat(names, "object").tolist(), type=pa.string()),
+            "algorithm": pa.DictionaryArray.from_arrays(pa.array(cat(codes, "int32")), pa.array(labels, pa.string())),
             "step": pa.array(cat([s.step for s in parts.flows], "int32")),
-            "src_rank": pa.array(src.astype(np.int32)),
-            "dst_rank": pa.array(dst.astype(np.int32)),
+            "src_rank": pa.array(src),
+            "dst_rank": pa.array(dst),
             "src_host": pa.array(where["host"][src]),
             "dst_host": pa.array(where["host"][dst]),
             "src_rack": pa.array(where["rack"][src]),
@@ -60,7 +62,8 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
             "depends_on": depends_on,
         }
     )
-    return pl.from_arrow(table)  # type: ignore[return-value]
+    frame: pl.DataFrame = pl.from_arrow(table)  # type: ignore[assignment]
+    return frame.with_columns(pl.col("algorithm").cast(pl.String))
 
 
 def assemble(
