@@ -26,6 +26,8 @@ FORBIDDEN = {
     "tracekit.ingest": ("tracekit.cli", "typer", "rich", "altair"),
     "tracekit.dataset": ("tracekit.cli", "typer", "rich", "altair", "tracekit.parsers"),
     "tracekit.api": ("tracekit.cli", "typer", "rich"),
+    # The replay sits above the API: it reads datasets through tracekit.api, never files or parsers.
+    "tracekit.replay": ("tracekit.parsers", "tracekit.ingest", "tracekit.cli", "typer", "rich"),
 }
 
 

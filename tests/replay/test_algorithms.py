@@ -181,7 +181,8 @@ def test_two_hosts_of_eight_gpus_move_the_textbook_bytes_across_hosts() -> None:
         assert s.bytes[hosts[s.src] != hosts[s.dst]].sum() == cross, (algorithm, comm_type)
     # The ring crosses between hosts on exactly one edge per host per step.
     s, _, _, hosts = flows("ring", "ALL_REDUCE", 16, size, 8)
-    crossing = set(zip(s.src[hosts[s.src] != hosts[s.dst]].tolist(), s.dst[hosts[s.src] != hosts[s.dst]].tolist()))
+    across = hosts[s.src] != hosts[s.dst]
+    crossing = set(zip(s.src[across].tolist(), s.dst[across].tolist(), strict=True))
     assert crossing == {(7, 8), (15, 0)}
 
 
