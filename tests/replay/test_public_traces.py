@@ -1,4 +1,4 @@
-"""Replay of the real public traces: DLRM's all-to-allv splits and ASTRA-sim's microbenchmarks."""
+"""Replay of real traces (DLRM splits, ASTRA-sim microbenchmarks) and of generated jobs: exact bytes."""
 
 from __future__ import annotations
 
@@ -83,3 +83,45 @@ def test_dlrm_on_two_gpus_per_host_crosses_hosts_and_uses_trace_times(dlrm_datas
     assert inter.height and inter["bytes"].sum() > 0
     # every collective starts at its recorded time: no two collectives share a start
     assert result.collectives["start_s"].n_unique() == result.collectives.height
+
+
+FLEET = Path(__file__).resolve().parents[2] / "sample_traces" / "fleet"
+
+
+def expected_total(comm_type: str, algorithm: str, n: int, size: int) -> int | None:
+    """Bytes a collective moves in all, by the textbook formulas (None: not a fixed formula)."""
+    if comm_type == "ALL_REDUCE":
+        if algorithm == "halving-doubling":
+            p = 1 << (n.bit_length() - 1)
+            return 2 * (p - 1) * size + 2 * (n - p) * size
+        return 2 * (n - 1) * size
+    return {
+        "REDUCE_SCATTER": (n - 1) * size,
+        "ALL_GATHER": n * (n - 1) * size,
+        "BROADCAST": (n - 1) * size,
+        "SEND": size,
+    }.get(comm_type)
+
+
+@pytest.mark.parametrize(("archive", "label"), [("job-000058.tgz", "llm-3d:gpt-13b"), ("job-000000.tgz", None)])
+def test_every_collective_of_a_generated_job_moves_its_textbook_bytes(tmp_path: Path, archive: str, label) -> None:  # type: ignore[no-untyped-def]
+    from tracekit.ingest import ingest
+
+    assert ingest([FLEET / archive], tmp_path / "ds", label=label).ok
+    job = archive.removesuffix(".tgz")
+    result = replay(tmp_path / "ds", job)
+    assert not result.notes
+    colls = result.collectives.filter(pl.col("participants") == pl.col("n"))
+    assert colls.height == result.collectives.height  # every member of every group took part
+    checked = 0
+    for row in colls.iter_rows(named=True):
+        if row["comm_type"] == "ALL_TO_ALL" and not row["is_uneven"]:
+            total = None  # per-rank buffers: (n-1)/n of each, checked by the conservation tests
+        else:
+            total = expected_total(row["comm_type"], row["algorithm"], row["n"], row["size"])
+        if total is not None:
+            assert row["bytes"] == total, row
+            checked += 1
+    assert checked > 0
+    if label:
+        assert result.label == label and set(result.collectives["algorithm"]) >= {"p2p", "ring"}

@@ -58,7 +58,7 @@ def write_astra(result: Replay, out: Path, notes: list[str] | None = None) -> li
     out.mkdir(parents=True, exist_ok=True)
     colls = result.collectives.sort("start_s", "collective_id", nulls_last=True)
     group_ids = _group_ids(result)
-    p2p_flows = _p2p_flows(result, colls, pl)
+    p2p_flows = _p2p_flows(result, colls)
     plan = _per_rank_plan(result, colls, group_ids)
     skipped = colls.filter(pl.col("comm_type") == "BARRIER").height
     if skipped and notes is not None:
@@ -88,8 +88,10 @@ def _group_ids(result: Replay) -> dict[int, int]:
     return ids
 
 
-def _p2p_flows(result: Replay, colls: pl.DataFrame, pl: Any) -> dict[int, list[tuple[int, int, int, int, list[int]]]]:
+def _p2p_flows(result: Replay, colls: pl.DataFrame) -> dict[int, list[tuple[int, int, int, int, list[int]]]]:
     """collective_id -> (flow_id, src, dst, bytes, depends_on) of collectives written as send/recv."""
+    import polars as pl
+
     as_pairs = colls.filter(
         ~(pl.col("comm_type").is_in(list(SIMULATED)) & ~pl.col("is_uneven").fill_null(False))
         & (pl.col("comm_type") != "BARRIER")

@@ -24,7 +24,7 @@ ranks must be below MAX_RANKS, sizes below MAX_BYTES; a bad row is skipped with 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
 from tracekit.replay.placement import MAX_RANKS
@@ -58,8 +58,6 @@ class JobCollectives:
 
 def load_job(ds: TraceDataset, job: str) -> JobCollectives:
     """Read job `job`'s collectives, process groups and world size through the API and match them."""
-    import polars as pl
-
     jobs = ds.sql("select world_size from jobs where job_id = ?", [job]).fetchall()
     if not jobs:
         known = [r[0] for r in ds.sql("select job_id from jobs order by 1 limit 20").fetchall()]
@@ -70,7 +68,7 @@ def load_job(ds: TraceDataset, job: str) -> JobCollectives:
     rows = _valid_rows(job, rows, notes)
     world = _world_size(job, jobs[0][0], rows, notes)
     named, world = _named_groups(job, groups, world, notes)
-    return _match(job, rows, named, world, notes, pl)
+    return _match(job, rows, named, world, notes)
 
 
 def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
@@ -131,8 +129,10 @@ def _named_groups(
 
 
 def _match(
-    job: str, rows: pl.DataFrame, named: dict[str, tuple[int, ...]], world: int, notes: list[str], pl: Any
+    job: str, rows: pl.DataFrame, named: dict[str, tuple[int, ...]], world: int, notes: list[str]
 ) -> JobCollectives:
+    import polars as pl
+
     whole = tuple(range(world))
     coll = rows.filter(~pl.col("comm_type").is_in(P2P))
     missing_pg = coll.filter(pl.col("pg_name").is_null()).height
@@ -172,10 +172,10 @@ def _match(
         .otherwise(pl.format("o{}", pl.col("ordinal"))),
         ordinal=pl.coalesce("seq", "ordinal"),
     )
-    members = _membership_check(job, coll, groups, notes, pl)
+    members = _membership_check(job, coll, groups, notes)
     coll = coll.filter(members)
-    p2p = _p2p(rows, pl)
-    logical = _logical(coll, p2p, groups, pl)
+    p2p = _p2p(rows)
+    logical = _logical(coll, p2p, groups)
     parts = pl.concat(
         [
             coll.select("rank", "trace_id", "op_id", "group", "key", "comm_type"),
@@ -197,8 +197,10 @@ def _match(
     return JobCollectives(job, world, groups, names, logical, parts, notes)
 
 
-def _membership_check(job: str, coll: pl.DataFrame, groups: list[tuple[int, ...]], notes: list[str], pl: Any) -> Any:
+def _membership_check(job: str, coll: pl.DataFrame, groups: list[tuple[int, ...]], notes: list[str]) -> pl.Series:
     """A mask of the rows whose rank belongs to their group."""
+    import polars as pl
+
     member_rows = [(g, r) for g, ranks in enumerate(groups) for r in ranks]
     table = pl.DataFrame(member_rows, schema={"group": pl.Int32, "rank": pl.Int32}, orient="row")
     flags = (
@@ -217,8 +219,10 @@ def _membership_check(job: str, coll: pl.DataFrame, groups: list[tuple[int, ...]
     return flags
 
 
-def _p2p(rows: pl.DataFrame, pl: Any) -> pl.DataFrame:
+def _p2p(rows: pl.DataFrame) -> pl.DataFrame:
     """SEND and RECV rows keyed by (src, dst, k-th message): both sides share a key."""
+    import polars as pl
+
     p2p = rows.filter(pl.col("comm_type").is_in(P2P)).with_columns(
         src=pl.when(pl.col("comm_type") == "SEND").then(pl.col("rank")).otherwise(pl.col("peer")),
         dst=pl.when(pl.col("comm_type") == "SEND").then(pl.col("peer")).otherwise(pl.col("rank")),
@@ -232,7 +236,9 @@ def _p2p(rows: pl.DataFrame, pl: Any) -> pl.DataFrame:
     )
 
 
-def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]], pl: Any) -> pl.DataFrame:
+def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]]) -> pl.DataFrame:
+    import polars as pl
+
     sizes = pl.Series("n", [len(g) for g in groups], dtype=pl.Int32)
     agg = [
         pl.col("op_name").first(),
