@@ -135,3 +135,17 @@ def test_the_host_matrix_query_and_the_python_matrix_agree(captured_dataset: Pat
         sql = con.sql("select src_host, dst_host, bytes from traffic_matrix_host where scope = 'inter_host'").pl()
     python = host_matrix(result).select("src_host", "dst_host", "bytes")
     assert sql.sort("src_host", "dst_host").equals(python.sort("src_host", "dst_host"))
+
+
+def test_the_simulator_files_are_the_same_on_every_run(captured_dataset: Path, tmp_path: Path) -> None:
+    for run in ("a", "b"):
+        result = replay(captured_dataset, "pipeline_p2p", placement=Placement(gpus_per_host=1))
+        write_outputs(result, tmp_path / run, ["hpcc", "htsim", "chakra"])
+    for name in (
+        "hpcc/flow.txt",
+        "hpcc/topology.txt",
+        "htsim/traffic.cm",
+        "astra/workload.0.et",
+        "astra/workload.3.et",
+    ):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name

@@ -102,7 +102,13 @@ def _triggers(pieces: pl.DataFrame) -> tuple[list[tuple[int, int]], dict[int, in
         .group_by("conn_id")
         .agg(pl.col("conns").unique().sort().alias("preds"))
     )
-    sets = expanded.group_by("preds").agg(pl.col("conn_id").alias("targets")).with_row_index("set", offset=1)
+    # Sets are numbered by their first waiting conn, so that the output is the same on every run.
+    sets = (
+        expanded.sort("conn_id")
+        .group_by("preds", maintain_order=True)
+        .agg(pl.col("conn_id").alias("targets"))
+        .with_row_index("set", offset=1)
+    )
     members = sets.select("set", "preds").explode("preds")
     shared = members.group_by("preds").agg(pl.col("set").n_unique().alias("sets"), pl.col("set").min().alias("first"))
     # A conn can fire one trigger: sets that reuse a conn another (earlier) set already uses fall back.
