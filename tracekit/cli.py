@@ -265,5 +265,192 @@ def generate(
         console.print(f"ingest it: tracekit ingest {summary.out} --out DATASET", highlight=False)
 
 
+class ReplayFormat(StrEnum):
+    """`replay --format`: what to write besides the flows."""
+
+    flows = "flows"
+    hpcc = "hpcc"
+    htsim = "htsim"
+    chakra = "chakra"
+    all = "all"
+
+
+class ReplayAlgorithm(StrEnum):
+    """`replay --algorithm`: auto (NCCL-like defaults) or one algorithm wherever it applies."""
+
+    auto = "auto"
+    ring = "ring"
+    tree = "tree"
+    direct = "direct"
+    halving_doubling = "halving-doubling"
+    hierarchical = "hierarchical"
+
+
+class HtsimBinary(StrEnum):
+    """`replay --htsim-binary`: the htsim binary whose time unit `start` uses."""
+
+    eqds = "eqds"
+    ndp = "ndp"
+    uec = "uec"
+
+
+@app.command()
+def replay(
+    dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the flows and simulator inputs to.")],
+    job: Annotated[
+        str | None, typer.Option("--job", "-j", help="The job to replay (may be left out when the dataset has one).")
+    ] = None,
+    formats: Annotated[
+        list[ReplayFormat] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Simulator input to write besides OUT/flows.parquet (repeatable): hpcc (flow.txt + topology.txt), "
+            "htsim (.cm), chakra (ASTRA-sim .et per rank + comm groups), or all.",
+        ),
+    ] = None,
+    algorithm: Annotated[
+        ReplayAlgorithm, typer.Option(help="Collective algorithm; auto picks NCCL-like defaults per size and group.")
+    ] = ReplayAlgorithm.auto,
+    placement: Annotated[
+        Path | None, typer.Option(help="Placement file (JSON/TOML/YAML): gpus_per_host, hosts_per_rack, hosts.")
+    ] = None,
+    gpus_per_host: Annotated[int | None, typer.Option(help="GPUs per host (default 8) when no --placement.")] = None,
+    hosts_per_rack: Annotated[
+        int | None, typer.Option(help="Hosts per rack/leaf (default 2) when no --placement.")
+    ] = None,
+    spines: Annotated[int, typer.Option(help="Spines of the two-tier Clos (HPCC topology, ECMP estimate).")] = 16,
+    link_gbps: Annotated[int, typer.Option(help="Link rate of the Clos in Gb/s (HPCC topology).")] = 100,
+    htsim_binary: Annotated[
+        HtsimBinary, typer.Option(help="htsim binary targeted: eqds/ndp read start in ps, uec in whole µs.")
+    ] = HtsimBinary.eqds,
+    intra_host: Annotated[
+        bool, typer.Option("--intra-host", help="Also give NVLink (same-host) flows to hpcc and htsim.")
+    ] = False,
+    qp_scaling: Annotated[int, typer.Option(help="QPs per connection for the flow-count indicators.")] = 1,
+    csv: Annotated[bool, typer.Option("--csv", help="Write OUT/flows.csv instead of flows.parquet.")] = False,
+    max_flows: Annotated[int, typer.Option(help="Stop with an error past this many flows.")] = 50_000_000,
+    fleet: Annotated[
+        bool,
+        typer.Option(
+            "--fleet", help="Replay every job and write OUT/fleet_locality.parquet: bytes inside a host per class."
+        ),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
+) -> None:
+    """Decompose a job's collectives into point-to-point flows, traffic matrices and simulator inputs.
+
+    Example: tracekit replay sample.dataset --job ddp_mlp --format all -o replay_out/
+
+    Writes OUT/flows.parquet (one row per flow), collectives.parquet, matrix_{gpu,host,rack}.parquet,
+    indicators.parquet, burstiness.parquet, replay.duckdb (queries/replay/*.sql as views) and
+    replay.json, plus OUT/hpcc/, OUT/htsim/ or OUT/astra/ for each --format.
+    Exit code 0: done; 3: unknown job, bad placement or a limit passed (the message says which).
+    """
+    from rich.console import Console
+
+    from tracekit.errors import TracekitError
+
+    console = Console(stderr=True)
+    wanted = [f.value for f in formats or [ReplayFormat.flows]]
+    if "all" in wanted:
+        wanted = ["flows", "hpcc", "htsim", "chakra"]
+    try:
+        from tracekit.replay import Placement, load_placement, write_outputs
+        from tracekit.replay import replay as run_replay
+        from tracekit.replay.clos import Clos
+
+        if placement is not None:
+            where = load_placement(placement)
+        else:
+            where = Placement(gpus_per_host=gpus_per_host or 8, hosts_per_rack=hosts_per_rack or 2)
+        clos = Clos(spines=spines, link_gbps=link_gbps)
+        if fleet:
+            _replay_fleet(console, dataset, out, algorithm.value, where, quiet)
+            return
+        with _counter(console, quiet, "replay", "collectives") as advance:
+            result = run_replay(dataset, job, algorithm.value, where, max_flows=max_flows, progress=advance)
+            files = write_outputs(
+                result,
+                out,
+                wanted,
+                csv=csv,
+                clos=clos,
+                htsim_binary=htsim_binary.value,
+                include_intra_host=intra_host,
+                qp_scaling=qp_scaling,
+            )
+    except TracekitError as exc:
+        _fail(console, exc)
+    if not quiet:
+        _replay_summary(console, result, files, out)
+
+
+def _replay_fleet(console: Console, dataset: Path, out: Path, algorithm: str, where: Any, quiet: bool) -> None:
+    from tracekit.errors import InputError
+    from tracekit.replay import fleet_locality
+
+    with _counter(console, quiet, "replay", "jobs") as advance:
+        table = fleet_locality(dataset, algorithm=algorithm, placement=where, progress=advance)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from exc
+    table.write_parquet(out / "fleet_locality.parquet")
+    if not quiet:
+        for row in table.iter_rows(named=True):
+            share = row["intra_host_share"]
+            console.print(
+                f"{row['class']}: {row['jobs']} jobs, {_human_bytes(row['bytes'])}, "
+                f"{'-' if share is None else f'{share:.1%}'} inside a host",
+                highlight=False,
+            )
+        console.print(f"→ {out / 'fleet_locality.parquet'}", highlight=False)
+
+
+class _counter:
+    """A counting progress line on a terminal (long replays); nothing otherwise."""
+
+    def __init__(self, console: Console, quiet: bool, what: str, unit: str) -> None:
+        self.enabled = console.is_terminal and not quiet
+        self.console, self.what, self.unit = console, what, unit
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            SpinnerColumn(),
+            TextColumn(self.what),
+            TextColumn("{task.completed:,} " + self.unit),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task(self.what, total=None)
+        return lambda done: self.bar.update(task, advance=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
+def _replay_summary(console: Console, result: Any, files: list[Path], out: Path) -> None:
+    flows = result.flows
+    total = int(flows["bytes"].sum())
+    inter = int(flows.filter(flows["src_host"] != flows["dst_host"])["bytes"].sum())
+    console.print(
+        f"job {result.job}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} collectives, "
+        f"{_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {result.timing}",
+        highlight=False,
+    )
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {_escape(note)}", highlight=False, soft_wrap=True)
+    console.print(f"{len(files)} files → {out}; query: duckdb {out / 'replay.duckdb'}", highlight=False)
+
+
 def main() -> None:
     app(prog_name="tracekit")

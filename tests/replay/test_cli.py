@@ -1,0 +1,69 @@
+"""`tracekit replay` as users run it: a real process on real captured traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from tests.cli.test_cli import tracekit
+
+
+def test_replay_writes_every_format(captured_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = tracekit(
+        "replay", captured_dataset, "--job", "moe_alltoall", "--format", "all", "-o", out, "--gpus-per-host", "1"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "job moe_alltoall:" in done.stderr and "flows from 12 collectives" in done.stderr
+    for name in ("flows.parquet", "replay.duckdb", "hpcc/flow.txt", "hpcc/topology.txt", "htsim/traffic.cm"):
+        assert (out / name).is_file(), name
+    assert sorted(p.name for p in (out / "astra").glob("workload.*.et")) == [f"workload.{r}.et" for r in range(4)]
+    meta = json.loads((out / "replay.json").read_text())
+    assert meta["formats"] == ["flows", "hpcc", "htsim", "chakra"] and meta["placement"]["gpus_per_host"] == 1
+    assert pl.read_parquet(out / "flows.parquet").height == meta["flows"]
+
+
+def test_replay_with_a_placement_file_an_algorithm_and_csv(captured_dataset: Path, tmp_path: Path) -> None:
+    placement = tmp_path / "placement.json"
+    placement.write_text('{"gpus_per_host": 2, "hosts_per_rack": 1}')
+    done = tracekit(
+        "replay", captured_dataset, "-j", "ddp_mlp", "-o", tmp_path / "o", "--placement", placement,
+        "--algorithm", "halving-doubling", "--csv", "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    flows = pl.read_csv(tmp_path / "o" / "flows.csv")
+    assert set(flows.filter(pl.col("comm_type") == "ALL_REDUCE")["algorithm"]) == {"halving-doubling"}
+    assert flows["src_host"].n_unique() == 2
+
+
+def test_replay_errors_are_one_line_with_exit_code_3(captured_dataset: Path, tmp_path: Path) -> None:
+    done = tracekit("replay", captured_dataset, "-o", tmp_path / "o")
+    assert done.returncode == 3 and done.stderr.startswith("error: the dataset holds 4 jobs")
+    bad = tmp_path / "p.json"
+    bad.write_text('{"gpus": 1}')
+    done = tracekit("replay", captured_dataset, "-j", "ddp_mlp", "-o", tmp_path / "o", "--placement", bad)
+    assert done.returncode == 3 and "unknown placement key" in done.stderr
+    done = tracekit("replay", tmp_path / "nothing", "-j", "x", "-o", tmp_path / "o")
+    assert done.returncode == 3 and "not a tracekit dataset" in done.stderr
+
+
+def test_replay_fleet_writes_the_locality_per_class(captured_dataset: Path, tmp_path: Path) -> None:
+    done = tracekit("replay", captured_dataset, "--fleet", "-o", tmp_path / "f", "--gpus-per-host", "2")
+    assert done.returncode == 0, done.stderr
+    table = pl.read_parquet(tmp_path / "f" / "fleet_locality.parquet")
+    assert table["jobs"].sum() == 4
+
+
+def test_replay_help_does_not_import_the_heavy_modules() -> None:
+    code = (
+        "import sys; from typer.testing import CliRunner; from tracekit.cli import app; "
+        "r = CliRunner().invoke(app, ['replay', '--help']); assert r.exit_code == 0, r.output; "
+        "print([m for m in ('duckdb', 'polars', 'pyarrow', 'numpy', 'altair') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,167 @@
+"""Replay a job's collectives as point-to-point flows, traffic matrices and network-simulator inputs.
+
+    import tracekit
+    from tracekit.replay import replay, write_outputs
+
+    with tracekit.open("sample.dataset") as ds:
+        r = replay(ds, "dlrm", algorithm="auto")      # r.flows: a polars DataFrame, one row per flow
+        write_outputs(r, "out/", formats=["flows", "hpcc", "htsim", "chakra"])
+
+Pipeline (one module per concern): collectives.py matches the per-rank rows into logical
+collectives; placement.py puts ranks on GPUs, hosts, racks; select.py picks each collective's
+algorithm (NCCL-like); algorithms/ builds transfer templates that decompose.py stamps over all
+collectives of a group at once; timing.py gives start times (trace timestamps or a dependency
+replay with the α–β model of model.py); matrices.py and indicators.py summarise; flows.py,
+hpcc.py, htsim.py and astra.py write the outputs; charts.py draws the host × host heatmap.
+
+Simulator versions targeted (each rule checked by ../shared/simcheck, evidence in
+research/simulators-run.md): HPCC ns-3 (alibaba-edu/High-Precision-Congestion-Control 9f4be2a,
+scratch/third), htsim (Broadcom/csg-htsim 841d9e7, htsim_eqds/htsim_ndp; ultraethernet/uet-htsim
+40ccb05 htsim_uec), ASTRA-sim 2.x (astra-sim/astra-sim 518bd51, Chakra feeder_v3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.replay.decompose import DEFAULT_MAX_FLOWS
+from tracekit.replay.model import NetworkModel
+from tracekit.replay.placement import Placement, load_placement
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+
+__all__ = [
+    "NetworkModel",
+    "Placement",
+    "Replay",
+    "fleet_locality",
+    "host_matrix",
+    "load_placement",
+    "replay",
+    "write_outputs",
+]
+
+FLOW_COLUMNS = (
+    "flow_id, collective_id, comm_type, algorithm, step, src_rank, dst_rank, src_host, dst_host, src_rack, "
+    "dst_rack, bytes, start_s, end_s, depends_on"
+)
+
+
+@dataclass
+class Replay:
+    """The flows of one job and what they came from."""
+
+    job: str
+    world_size: int
+    flows: pl.DataFrame  # FLOW_COLUMNS, one row per transfer
+    collectives: pl.DataFrame  # one row per logical collective
+    placement: Placement
+    model: NetworkModel
+    algorithm: str
+    timing: str  # 'trace timestamps' or 'dependency replay'
+    groups: list[tuple[int, ...]] = field(default_factory=list)
+    group_names: list[str | None] = field(default_factory=list)
+    label: str | None = None
+    iterations: int = 1
+    notes: list[str] = field(default_factory=list)
+
+
+def replay(
+    dataset: TraceDataset | str | Path,
+    job: str | None = None,
+    algorithm: str = "auto",
+    placement: Placement | str | Path | None = None,
+    model: NetworkModel | None = None,
+    max_flows: int = DEFAULT_MAX_FLOWS,
+    progress: Callable[[int], None] | None = None,
+) -> Replay:
+    """Decompose every collective of `job` into flows (see the module docstring).
+
+    `job` may be omitted when the dataset holds one job. `placement` is a Placement or a placement
+    file; `algorithm` is auto (NCCL-like defaults) or one of ring, tree, direct, halving-doubling,
+    hierarchical; `progress` is called with the number of collectives done after each bucket.
+    """
+    from tracekit.api import TraceDataset
+
+    if isinstance(dataset, TraceDataset):
+        return _replay(dataset, job, algorithm, placement, model, max_flows, progress)
+    with TraceDataset(dataset) as ds:
+        return _replay(ds, job, algorithm, placement, model, max_flows, progress)
+
+
+def _replay(
+    ds: TraceDataset,
+    job: str | None,
+    algorithm: str,
+    placement: Placement | str | Path | None,
+    model: NetworkModel | None,
+    max_flows: int,
+    progress: Callable[[int], None] | None,
+) -> Replay:
+    from tracekit.replay.assemble import assemble
+    from tracekit.replay.collectives import load_job
+    from tracekit.replay.decompose import decompose
+    from tracekit.replay.indicators import iterations_of, job_label
+
+    job = job if job is not None else _only_job(ds)
+    if placement is None:
+        placement = Placement()
+    elif not isinstance(placement, Placement):
+        placement = load_placement(placement)
+    model = model or NetworkModel()
+    matched = load_job(ds, job)
+    parts = decompose(matched, placement, model, algorithm, max_flows, progress)
+    notes = matched.notes + parts.notes
+    flows, collectives, timing = assemble(ds, matched, parts, placement, model, notes)
+    return Replay(
+        job=job,
+        world_size=matched.world_size,
+        flows=flows,
+        collectives=collectives,
+        placement=placement,
+        model=model,
+        algorithm=algorithm,
+        timing=timing,
+        groups=matched.groups,
+        group_names=matched.group_names,
+        label=job_label(ds, job),
+        iterations=iterations_of(ds, job),
+        notes=notes,
+    )
+
+
+def _only_job(ds: TraceDataset) -> str:
+    from tracekit.errors import InputError
+
+    jobs = [r[0] for r in ds.sql("select job_id from jobs order by 1 limit 21").fetchall()]
+    if len(jobs) != 1:
+        shown = ", ".join(jobs[:20]) + (", ..." if len(jobs) > 20 else "")
+        raise InputError(f"the dataset holds {len(jobs)} jobs: name one with --job ({shown})")
+    return str(jobs[0])
+
+
+def write_outputs(result: Replay, out: str | Path, formats: list[str] | None = None, **options: Any) -> list[Path]:
+    """Write OUT/flows.parquet, the matrices, indicators and replay.duckdb, plus each simulator format."""
+    from tracekit.replay.outputs import write_all
+
+    return write_all(result, Path(out), formats or ["flows"], **options)
+
+
+def host_matrix(result: Replay) -> pl.DataFrame:
+    """The host × host traffic matrix of a replay (src_host, dst_host, bytes, share), for the report."""
+    from tracekit.replay.matrices import host_matrix as build
+
+    return build(result.flows)
+
+
+def fleet_locality(dataset: TraceDataset | str | Path, **options: Any) -> pl.DataFrame:
+    """Per parallelism class, the share of replayed bytes that stays inside a host (every job replayed)."""
+    from tracekit.replay.indicators import fleet_locality as build
+
+    return build(dataset, **options)

@@ -1,0 +1,140 @@
+"""Stamped transfers → the flows table (ranks, hosts, racks, times, dependencies)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+    from tracekit.replay.collectives import JobCollectives
+    from tracekit.replay.decompose import Decomposition
+    from tracekit.replay.model import NetworkModel
+    from tracekit.replay.placement import Placement
+
+
+def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
+    """One row per transfer: flow_id, collective_id, step, ranks, hosts, racks, bytes, depends_on."""
+    import numpy as np
+    import polars as pl
+    import pyarrow as pa
+
+    src_rank, dst_rank, codes = [], [], []
+    labels = sorted(set(parts.algorithm_of))
+    for stamped, ranks, name in zip(parts.flows, parts.rank_of, parts.algorithm_of, strict=True):
+        if ranks.ndim == 2:  # point-to-point: one (sender, receiver) pair per flow
+            rows = np.arange(len(stamped.src))
+            src_rank.append(ranks[rows, stamped.src])
+            dst_rank.append(ranks[rows, stamped.dst])
+        else:
+            src_rank.append(ranks[stamped.src])
+            dst_rank.append(ranks[stamped.dst])
+        codes.append(np.full(len(stamped.src), labels.index(name), dtype=np.int32))
+
+    def cat(arrays: list[np.ndarray], dtype: str) -> np.ndarray:
+        return np.concatenate(arrays, dtype=dtype) if arrays else np.zeros(0, dtype=dtype)
+
+    src = cat(src_rank, "int32")
+    dst = cat(dst_rank, "int32")
+    where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(world, dtype=np.int64)).items()}
+    # One CSR offsets array for all buckets: each bucket's offsets shifted by the entries before it.
+    shifts = np.cumsum([0] + [s.dep_ptr[-1] for s in parts.flows])
+    offsets = np.concatenate(
+        [s.dep_ptr[:-1] + shift for s, shift in zip(parts.flows, shifts, strict=False)] + [shifts[-1:]]
+    )
+    depends_on = pa.LargeListArray.from_arrays(
+        pa.array(offsets.astype(np.int64)), pa.array(cat([s.dep_idx for s in parts.flows], "int64"))
+    )
+    table = pa.table(
+        {
+            "flow_id": pa.array(np.arange(len(src), dtype=np.int64)),
+            "collective_id": pa.array(cat([s.collective for s in parts.flows], "int64")),
+            "algorithm": pa.DictionaryArray.from_arrays(pa.array(cat(codes, "int32")), pa.array(labels, pa.string())),
+            "step": pa.array(cat([s.step for s in parts.flows], "int32")),
+            "src_rank": pa.array(src),
+            "dst_rank": pa.array(dst),
+            "src_host": pa.array(where["host"][src]),
+            "dst_host": pa.array(where["host"][dst]),
+            "src_rack": pa.array(where["rack"][src]),
+            "dst_rack": pa.array(where["rack"][dst]),
+            "bytes": pa.array(cat([s.bytes for s in parts.flows], "int64")),
+            "depends_on": depends_on,
+        }
+    )
+    frame: pl.DataFrame = pl.from_arrow(table)  # type: ignore[assignment]
+    return frame.with_columns(pl.col("algorithm").cast(pl.String))
+
+
+def assemble(
+    ds: TraceDataset,
+    job: JobCollectives,
+    parts: Decomposition,
+    placement: Placement,
+    model: NetworkModel,
+    notes: list[str],
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """The flows table with start/end times, the collectives table, and how times were found."""
+    import polars as pl
+
+    from tracekit.replay.timing import collective_starts, schedule_steps
+
+    flows = flow_frame(parts, placement, job.world_size)
+    flows, durations = schedule_steps(flows, model)
+    duration_of = dict(zip(durations["collective_id"].to_list(), durations["model_duration_s"].to_list(), strict=True))
+    starts, timing = collective_starts(ds, job, duration_of, notes)
+    start_frame = pl.DataFrame(
+        {"collective_id": list(starts), "collective_start_s": list(starts.values())},
+        schema={"collective_id": pl.Int64, "collective_start_s": pl.Float64},
+    )
+    colls = job.collectives.select("collective_id", "comm_type")
+    flows = (
+        flows.join(start_frame, on="collective_id", how="left")
+        .join(colls, on="collective_id", how="left")
+        .with_columns(start_s=pl.col("collective_start_s").fill_null(0.0) + pl.col("offset_s"))
+        .with_columns(end_s=pl.col("start_s") + pl.col("duration_s"))
+        .sort("flow_id")
+        .select(
+            "flow_id",
+            "collective_id",
+            "comm_type",
+            "algorithm",
+            "step",
+            "src_rank",
+            "dst_rank",
+            "src_host",
+            "dst_host",
+            "src_rack",
+            "dst_rack",
+            "bytes",
+            "start_s",
+            "end_s",
+            "depends_on",
+        )
+    )
+    algorithm = pl.DataFrame(
+        {"collective_id": list(parts.algorithm), "algorithm": list(parts.algorithm.values())},
+        schema={"collective_id": pl.Int64, "algorithm": pl.String},
+    )
+    totals = flows.group_by("collective_id").agg(
+        pl.len().alias("flows"),
+        pl.col("bytes").sum().alias("bytes"),
+        pl.col("bytes").filter(pl.col("src_host") != pl.col("dst_host")).sum().alias("inter_host_bytes"),
+    )
+    collectives = (
+        job.collectives.rename({"start_us": "trace_start_us", "duration_us": "trace_duration_us"})
+        .join(algorithm, on="collective_id", how="left")
+        .join(start_frame.rename({"collective_start_s": "start_s"}), on="collective_id", how="left")
+        .join(durations, on="collective_id", how="left")
+        .join(totals, on="collective_id", how="left")
+        .with_columns(
+            pl.col("flows").fill_null(0).cast(pl.Int64),
+            pl.col("bytes").fill_null(0),
+            pl.col("inter_host_bytes").fill_null(0),
+            pl.col("model_duration_s").fill_null(0.0),
+        )
+        .rename({"key": "match_key"})
+        .drop("order")
+        .sort("collective_id")
+    )
+    return flows, collectives, timing
