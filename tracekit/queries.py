@@ -48,6 +48,16 @@ def query_header(name: str) -> dict[str, str]:
     return header
 
 
+def query_comment(name: str) -> str:
+    """The query's header comment as written (without the leading `-- `), lines and indents kept."""
+    lines = []
+    for line in load_query(name).splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line[3:] if line.startswith("-- ") else line[2:])
+    return "\n".join(lines)
+
+
 def query_summary(name: str) -> str:
     """The first sentence of the query's `answers` header: what `tracekit queries` lists."""
     answers = query_header(name).get("answers", "")
