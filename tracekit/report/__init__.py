@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tracekit.report.data import Scope
+from tracekit.report.page import Section
 
 __all__ = ["ReportResult", "Scope", "build_report", "render_report"]
 
@@ -85,7 +86,7 @@ def render_report(
             f"{scope.describe()} · dataset {Path(dataset).resolve()}",
             f"generated {now} by tracekit {__version__}",
         ],
-        lead=lead,  # type: ignore[arg-type]
+        lead=lead,
         sections=body,
         dataset_arg=arg,
         footer=f"tracekit {__version__} · {now} · every figure's numbers: tracekit query NAME {arg}",
@@ -125,7 +126,7 @@ def _side_name(name: str, scope: Scope) -> str:
     return name if scope.is_everything() else f"{name} ({scope.describe()})"
 
 
-def _empty(scope: Scope) -> object:
+def _empty(scope: Scope) -> Section:
     from tracekit.report.sections import no_data_section
 
     if scope.is_everything():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from tracekit.report.format import COMM_COLORS, COMM_NAMES
+from tracekit.report.format import COMM_COLORS, COMM_NAMES, fmax, fmin
 
 if TYPE_CHECKING:
     import altair as alt
@@ -278,7 +278,7 @@ def message_cdf(cdf: pl.DataFrame, unit: str) -> Spec:
     import polars as pl
 
     data = with_comm_names(_model_lines(cdf.filter(pl.col("unit") == unit)))
-    low, high = float(data["size"].min()), float(data["size"].max())  # type: ignore[arg-type]
+    low, high = fmin(data["size"]), fmax(data["size"])
     if unit == "bytes":
         ticks = _pow2_ticks(low, high, 7)
         axis = alt.Axis(values=ticks, labelExpr=BYTES_LABEL, labelAngle=0)
@@ -396,7 +396,7 @@ def trend(trend_frame: pl.DataFrame) -> Spec:
     import polars as pl
 
     # Every period between the first and the last, so that a line breaks where a period has no jobs.
-    first, last = int(trend_frame["period"].min()), int(trend_frame["period"].max())  # type: ignore[arg-type]
+    first, last = int(fmin(trend_frame["period"])), int(fmax(trend_frame["period"]))
     periods = pl.DataFrame({"period": list(range(first, last + 1))}, schema={"period": trend_frame.schema["period"]})
     months = _months_between(trend_frame)
     start = trend_frame.row(0, named=True)
@@ -414,7 +414,7 @@ def trend(trend_frame: pl.DataFrame) -> Spec:
         pl.col("series").replace_strict({k: v[1] for k, v in TREND_SERIES.items()}).alias("of"),
         pl.col("period_start").cast(pl.String),
     )
-    high = float(long["gpus"].max()) if long.height else 2.0  # type: ignore[arg-type]
+    high = fmax(long["gpus"]) if long.height else 2.0
     ticks = _pow2_ticks(1, max(high, 2), 10)
     labels = [v[0] for v in TREND_SERIES.values()]
     chart = (
@@ -493,7 +493,7 @@ def job_collectives(frame: pl.DataFrame, job_id: str) -> Spec:
             ),
         ]
     ).filter(pl.col("bytes") > 0)
-    ticks = _pow2_ticks(float(long["bytes"].min()), float(long["bytes"].max()), 7)  # type: ignore[arg-type]
+    ticks = _pow2_ticks(fmin(long["bytes"]), fmax(long["bytes"]), 7)
     xscale = alt.Scale(type="log", base=2, domain=[ticks[0], ticks[-1]])
     x = alt.X("bytes:Q", scale=xscale, axis=alt.Axis(values=ticks, labelExpr=BYTES_LABEL), title=X_TITLE)
     order = data.sort("wire_bytes", descending=True, nulls_last=True)["comm_type"].to_list()
@@ -581,7 +581,7 @@ def job_bandwidth(frame: pl.DataFrame, job_id: str) -> Spec:
     import altair as alt
 
     data = with_comm_names(frame)
-    low, high = float(data["size_lo"].min()), float(data["size_lo"].max())  # type: ignore[arg-type]
+    low, high = fmin(data["size_lo"]), fmax(data["size_lo"])
     ticks = _pow2_ticks(low, max(high, low * 2), 7)
     x = alt.X(
         "size_lo:Q",
@@ -617,7 +617,7 @@ def job_stragglers(frame: pl.DataFrame, job_id: str) -> Spec:
 
     data = with_comm_names(frame)
     scale = _comm_scale(data["comm_type"].unique().to_list())
-    top = max(float(data["start_spread_us"].max() or 0), 1.0)
+    top = max(fmax(data["start_spread_us"]), 1.0)
     spread_ticks = [0.0] + [10.0**k for k in range(0, math.ceil(math.log10(top)) + 1)]
     chart = (
         alt.Chart(data.select("instance", "comm_type", "ranks", "start_spread_us", "last_rank", "in_bytes"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 COMM_NAMES = {
     "ALL_REDUCE": "AllReduce",
@@ -35,6 +36,21 @@ COMM_COLORS = {
     "Barrier": "#bab0ac",
 }
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def fsum(series: Any) -> float:
+    """A polars column's sum as a float (0 for an empty or all-null column)."""
+    return float(series.sum() or 0)
+
+
+def fmax(series: Any) -> float:
+    value = series.max()
+    return float(value) if value is not None else math.nan
+
+
+def fmin(series: Any) -> float:
+    value = series.min()
+    return float(value) if value is not None else math.nan
 
 
 def comm_name(comm_type: str | None) -> str:

@@ -13,6 +13,9 @@ from tracekit.report.format import (
     Num,
     Sentence,
     comm_name,
+    fmax,
+    fmin,
+    fsum,
     gbps,
     human_bytes,
     human_count,
@@ -53,8 +56,8 @@ def job_sizes(sizes: pl.DataFrame) -> Sentence:
     jobs = int(sizes["jobs"].sum())
     multiple = float(sizes.filter(sizes["multiple_of_8"])["jobs"].sum()) / jobs
     top = sizes.sort(["jobs", "job_gpus"], descending=[True, False]).row(0, named=True)
-    median = int(sizes.filter(sizes["cum_share"] >= 0.5)["job_gpus"].min())  # type: ignore[arg-type]
-    largest = int(sizes["job_gpus"].max())  # type: ignore[arg-type]
+    median = int(fmin(sizes.filter(sizes["cum_share"] >= 0.5)["job_gpus"]))
+    largest = int(fmax(sizes["job_gpus"]))
     return [
         Num("jobs_multiple_of_8_share", multiple, percent(multiple)),
         " of jobs use a multiple of 8 GPUs (whole 8-GPU servers). The most common size is ",
@@ -186,7 +189,7 @@ def message_sizes(cdf: pl.DataFrame, percentiles: pl.DataFrame) -> Sentence:
     for comm_type in totals["comm_type"].to_list()[:3]:
         rows = by_type.filter(pl.col("comm_type") == comm_type)
         cum = rows["calls"].cum_sum() / rows["calls"].sum()
-        half_bin = int(rows.filter(cum >= 0.5)["log2_bin"].min())  # type: ignore[arg-type]
+        half_bin = int(fmin(rows.filter(cum >= 0.5)["log2_bin"]))
         size_hi = 2.0 ** (half_bin + 1)
         parts += [
             "Half of " if not parts else "; half of ",
@@ -239,14 +242,14 @@ def group_sizes(groups: pl.DataFrame) -> Sentence:
 
     if groups.is_empty():
         return []
-    calls = groups["calls"].sum()
-    wire_total = groups["wire_bytes"].sum() or 0
+    calls = fsum(groups["calls"])
+    wire_total = fsum(groups["wire_bytes"])
     small = groups.filter(pl.col("group_size") <= 128)
-    share = small["calls"].sum() / calls
-    wire_share = (small["wire_bytes"].sum() or 0) / wire_total if wire_total else None
-    sub = groups.filter(pl.col("group_size") < pl.col("job_gpus"))["calls"].sum() / calls
-    largest = int(groups["group_size"].max())  # type: ignore[arg-type]
-    largest_job = int(groups["job_gpus"].max())  # type: ignore[arg-type]
+    share = fsum(small["calls"]) / calls
+    wire_share = fsum(small["wire_bytes"]) / wire_total if wire_total else None
+    sub = fsum(groups.filter(pl.col("group_size") < pl.col("job_gpus"))["calls"]) / calls
+    largest = int(fmax(groups["group_size"]))
+    largest_job = int(fmax(groups["job_gpus"]))
     parts: Sentence = [
         Num("calls_le_128_share", share, percent(share)),
         " of collective calls span at most 128 GPUs",
@@ -419,9 +422,9 @@ def job_matrix(job: JobData) -> Sentence:
         return []
     key = job.job["job_id"]
     unit = "rank" if job.ranks_per_cell == 1 else f"{job.ranks_per_cell}-rank host"
-    total = frame["bytes"].sum()
+    total = fsum(frame["bytes"])
     by_src = frame.group_by("src").sum().sort(["bytes", "src"], descending=[True, False]).row(0, named=True)
-    local = frame.filter(frame["src"] == frame["dst"])["bytes"].sum() / total
+    local = fsum(frame.filter(frame["src"] == frame["dst"])["bytes"]) / total
     cross = frame.filter(frame["src"] != frame["dst"])
     parts: Sentence = [
         f"The {unit} sending most is {by_src['src']}, with ",
@@ -433,7 +436,7 @@ def job_matrix(job: JobData) -> Sentence:
         f" stays within a {unit}",
     ]
     if cross.height:
-        imbalance = float(cross["bytes"].max()) / float(cross["bytes"].mean())  # type: ignore[arg-type]
+        imbalance = fmax(cross["bytes"]) / (fsum(cross["bytes"]) / cross.height)
         parts += [
             ", and the busiest pair carries ",
             Num(f"job_a2a_pair_imbalance:{key}", imbalance, ratio(imbalance)),

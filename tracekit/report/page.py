@@ -65,9 +65,8 @@ def sentence_html(sentence: Sentence) -> str:
     for part in sentence:
         if isinstance(part, Num):
             value = json.dumps(part.value, default=str)
-            out.append(
-                f'<span class="num" data-key="{escape(part.key)}" data-value="{escape(value)}">{escape(part.text)}</span>'
-            )
+            attributes = f'data-key="{escape(part.key)}" data-value="{escape(value)}"'
+            out.append(f'<span class="num" {attributes}>{escape(part.text)}</span>')
         else:
             out.append(escape(part))
     return "".join(out)
@@ -200,7 +199,8 @@ h3 { font: 600 15px/1.3 "Helvetica Neue", Helvetica, Arial, sans-serif; margin: 
 p.sub { color: var(--muted); margin: 0; font-size: 13px; font-family: "Helvetica Neue", Helvetica, Arial, sans-serif; }
 p.lead { font-size: 17px; margin: 14px 0 6px; }
 p.intro { margin: 6px 0 14px; }
-nav ol { columns: 3; font: 13px/1.6 "Helvetica Neue", Helvetica, Arial, sans-serif; padding-left: 18px; margin: 10px 0; }
+nav ol { columns: 3; font: 13px/1.6 "Helvetica Neue", Helvetica, Arial, sans-serif; padding-left: 18px;
+  margin: 10px 0; }
 nav a { color: var(--accent); text-decoration: none; }
 figure { margin: 22px 0 30px; padding: 0; }
 p.headline { margin: 2px 0 10px; max-width: 860px; }
@@ -224,7 +224,8 @@ div.method dt { font-weight: 700; margin-top: 10px; font-family: "Helvetica Neue
 div.method dd { margin: 2px 0 0 0; }
 div.method pre { font: 12px/1.45 "DejaVu Sans Mono", Menlo, Consolas, monospace; background: #f7f7f7;
   padding: 8px 10px; white-space: pre-wrap; border-left: 3px solid var(--rule); }
-details summary { cursor: pointer; font: 13px/1.6 "Helvetica Neue", Helvetica, Arial, sans-serif; color: var(--accent); }
+details summary { cursor: pointer; color: var(--accent);
+  font: 13px/1.6 "Helvetica Neue", Helvetica, Arial, sans-serif; }
 footer { color: var(--muted); font: 12px/1.5 "Helvetica Neue", Helvetica, Arial, sans-serif;
   border-top: 1px solid var(--rule); margin-top: 40px; padding-top: 10px; padding-bottom: 40px; }
 """

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from tracekit.queries import query_comment
 from tracekit.report import charts, headlines
 from tracekit.report.data import JOBS_TABLE_ROWS
-from tracekit.report.format import comm_name, human_bytes, human_count, human_elems, names_list, percent
+from tracekit.report.format import Sentence, comm_name, human_bytes, human_count, human_elems, names_list, percent
 from tracekit.report.page import Figure, Section, escape, table_html
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def message_figure(fleet: FleetData, unit: str) -> Figure:
     )
 
 
-def trend_figure(fleet: FleetData, line: list[str | object]) -> Figure:
+def trend_figure(fleet: FleetData, line: Sentence) -> Figure:
     import polars as pl
 
     has_calls = fleet.trend is not None and fleet.trend.filter(pl.col("calls") > 0).height > 0
@@ -93,7 +93,7 @@ def trend_figure(fleet: FleetData, line: list[str | object]) -> Figure:
     return Figure(
         "fig-trend",
         "GPUs per job and per collective over time",
-        [line],  # type: ignore[list-item]
+        [line],
         charts.trend(fleet.trend) if has_calls and fleet.trend is not None else None,
         "no job records when it started." if fleet.period is None else "no collective records its group size.",
         [("group_size_trend", {"start": fleet.period.start.isoformat(), "period_months": months})]
@@ -280,7 +280,7 @@ def method_section() -> Section:
     )
 
 
-def coverage(overview: dict[str, object]) -> list[str | object]:
+def coverage(overview: dict[str, object]) -> Sentence:
     def share(key: str) -> str:
         value = overview.get(key)
         return percent(float(value)) if isinstance(value, int | float) else "–"
