@@ -165,7 +165,7 @@ def classes(jobs: pl.DataFrame) -> Spec:
         .mark_bar()
         .encode(
             y=alt.Y("class:N", sort=order, title=None),
-            x=alt.X("jobs:Q", title="jobs"),
+            x=alt.X("jobs:Q", title="jobs", axis=alt.Axis(tickMinStep=1, format="d")),
             color=alt.Color(
                 "source:N",
                 scale=alt.Scale(domain=domain, range=[BLUE, "#8cd17d", "#f1ce63"]),

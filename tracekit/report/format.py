@@ -57,6 +57,11 @@ def comm_name(comm_type: str | None) -> str:
     return COMM_NAMES.get(comm_type or "", comm_type or "unknown")
 
 
+def plural(count: float | None, word: str, words: str | None = None) -> str:
+    """'job' or 'jobs' for a count."""
+    return word if count == 1 else (words or f"{word}s")
+
+
 def names_list(names: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
     if len(names) <= 1:

@@ -23,6 +23,7 @@ from tracekit.report.format import (
     names_list,
     percent,
     period_name,
+    plural,
     ratio,
 )
 
@@ -38,11 +39,11 @@ MAIN_SHARE = 0.1
 def fleet_summary(overview: dict[str, Any]) -> Sentence:
     return [
         Num("jobs", overview["jobs"], human_count(overview["jobs"])),
-        " jobs on ",
+        f" {plural(overview['jobs'], 'job')} on ",
         Num("ranks", overview["ranks_seen"], human_count(overview["ranks_seen"])),
-        " ranks issued ",
+        f" {plural(overview['ranks_seen'], 'rank')} issued ",
         Num("calls", overview["calls"], human_count(overview["calls"])),
-        " collective calls, which passed in ",
+        f" collective {plural(overview['calls'], 'call')}, which passed in ",
         Num("in_bytes", overview["in_bytes"], human_bytes(overview["in_bytes"])),
         " and sent ",
         Num("wire_bytes", overview["wire_bytes"], human_bytes(overview["wire_bytes"])),
@@ -89,15 +90,15 @@ def classes(jobs: pl.DataFrame) -> Sentence:
     labelled = total - inferred
     overridden = int(jobs["overridden"].sum())
     parts += [
-        " jobs. ",
+        f" {plural(total, 'job')}. The class of ",
         Num("jobs_class_inferred", inferred, human_count(inferred)),
-        " classes are inferred from the collectives alone, ",
+        f" {plural(inferred, 'job')} is inferred from the collectives alone, that of ",
         Num("jobs_class_from_label", labelled, human_count(labelled)),
-        " come from labels",
+        " taken from the label",
     ]
     if labelled:
         parts += [
-            ", which disagree with the inference for ",
+            ", which overrides a different inference for ",
             Num("jobs_label_overrides", overridden, human_count(overridden)),
         ]
     parts.append(".")
@@ -320,11 +321,16 @@ def fleet_headlines(fleet: FleetData) -> dict[str, Sentence]:
 def job_intro(job: JobData) -> Sentence:
     info = job.job
     key = info["job_id"]
+    gpus: Sentence = (
+        [Num(f"job_gpus:{key}", info["job_gpus"], human_count(info["job_gpus"])), " GPUs"]
+        if info["job_gpus"]
+        else ["An unknown number of GPUs"]
+    )
     parts: Sentence = [
-        Num(f"job_gpus:{key}", info["job_gpus"] or 0, human_count(info["job_gpus"])),
-        " GPUs (",
+        *gpus,
+        " (",
         Num(f"job_ranks_seen:{key}", info["ranks_seen"], human_count(info["ranks_seen"])),
-        f" ranks seen), class {info['class']}",
+        f" {plural(info['ranks_seen'], 'rank')} seen), class {info['class']}",
     ]
     if info["class_source"] == "label" and info["overridden"]:
         parts.append(f" from its label; its collectives alone say {info['inferred_class']}")
@@ -335,7 +341,7 @@ def job_intro(job: JobData) -> Sentence:
     parts += [
         ". It issued ",
         Num(f"job_calls:{key}", info["calls"], human_count(info["calls"])),
-        " collective calls, ",
+        f" collective {plural(info['calls'], 'call')}, ",
         Num(f"job_wire_bytes:{key}", info["wire_bytes"], human_bytes(info["wire_bytes"])),
         " on the wire.",
     ]

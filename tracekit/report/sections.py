@@ -285,6 +285,9 @@ def coverage(overview: dict[str, object]) -> Sentence:
         value = overview.get(key)
         return percent(float(value)) if isinstance(value, int | float) else "–"
 
+    if not overview.get("calls"):
+        failed, traces = overview.get("traces_failed", 0), overview.get("traces", 0)
+        return [f"No collective calls. {failed} of {traces} trace files failed to parse."]
     return [
         f"Of the collective calls, {share('group_size_known_share')} record their group size, "
         f"{share('elems_known_share')} their element count and {share('timed_share')} their duration. "
