@@ -5,8 +5,9 @@
 --          collective gets the spread of its start times and durations and the rank that came last.
 -- params: $job_id (string: the job)
 -- returns: instance (order of first start), pg_name, seq, comm_type, ranks, in_bytes, start_us (from the
---          job's first start), start_spread_us, last_rank (started last), min_duration_us,
---          max_duration_us, slowest_rank (longest duration), end_spread_us
+--          job's first start), start_spread_us, last_rank (started last; the lowest of those tied;
+--          null when all started together), min_duration_us, max_duration_us, slowest_rank (longest
+--          duration, likewise), end_spread_us
 -- rule: start times are compared across ranks as recorded: they mean something only where the ranks'
 --          clocks agree (one host, or synchronised hosts). Send/recv and collectives seen on one rank only
 --          are left out.
@@ -36,10 +37,11 @@ matched as (
         max(in_bytes) as in_bytes,
         min(start_us) as first_start_us,
         max(start_us) - min(start_us) as start_spread_us,
-        arg_max(rank, start_us) as last_rank,
+        case when max(start_us) > min(start_us) then arg_max(rank, [start_us, -rank]) end as last_rank,
         min(duration_us) as min_duration_us,
         max(duration_us) as max_duration_us,
-        arg_max(rank, duration_us) as slowest_rank,
+        case when max(duration_us) > min(duration_us) then arg_max(rank, [duration_us, -rank]) end
+            as slowest_rank,
         max(start_us + duration_us) - min(start_us + duration_us) as end_spread_us
     from timed
     group by pg_key, pg_name, case when has_seq then '' else comm_type end, match_seq

@@ -47,7 +47,16 @@ class TraceDataset:
         return self._con
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        return self.dataset.connect(read_only=True)
+        # Attached to a database of its own rather than `duckdb.connect(path)`: DuckDB hands every
+        # connect() of one path the same instance while one is open, which would keep the old file.
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+        path = str(self.dataset.db_path).replace("'", "''")
+        con.execute(f"ATTACH '{path}' AS dataset (READ_ONLY)")
+        con.execute("USE dataset")
+        return con
 
     def _file_stamp(self) -> tuple[int, ...]:
         try:

@@ -342,6 +342,7 @@ def report(
         f"report: {result.jobs:,} job{'s' if result.jobs != 1 else ''}, {result.figures} figures, "
         f"{_human_bytes(result.bytes)} in {result.seconds:.1f} s → {result.path}",
         highlight=False,
+        soft_wrap=True,
     )
 
 

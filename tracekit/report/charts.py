@@ -47,7 +47,18 @@ def _finish(chart: Any) -> Spec:
         .configure_view(stroke="#ddd")
         .to_dict()
     )
+    for values in spec.get("datasets", {}).values():
+        for row in values:
+            for key, value in row.items():
+                if isinstance(value, float):
+                    row[key] = round_float(value)
     return spec
+
+
+def round_float(value: float) -> float:
+    """Twelve significant digits: enough for any chart, and the same page for the same data (DuckDB's parallel
+    sums of doubles may differ in their last bits from run to run)."""
+    return float(f"{value:.12g}") if math.isfinite(value) else value
 
 
 def _title(text: str, subtitle: str | list[str]) -> alt.TitleParams:
@@ -98,7 +109,7 @@ def job_sizes(sizes: pl.DataFrame) -> Spec:
         low = (2 ** pl.col("job_gpus").log(2).floor()).cast(pl.Int64)
         data = (
             sizes.with_columns(kind.alias("kind"), low.alias("low"))
-            .group_by("low", "kind")
+            .group_by("low", "kind", maintain_order=True)
             .agg(pl.col("jobs").sum(), pl.col("share").sum())
             .with_columns(
                 pl.format("{}–{}", pl.col("low"), pl.col("low") * 2 - 1).alias("size"),
@@ -107,7 +118,7 @@ def job_sizes(sizes: pl.DataFrame) -> Spec:
         )
         order = list(dict.fromkeys(data["size"].to_list()))
         x_title = "GPUs per job (power-of-two ranges)"
-    top = float(data.group_by("size").agg(pl.col("share").sum())["share"].max())  # type: ignore[arg-type]
+    top = float(data.group_by("size", maintain_order=True).agg(pl.col("share").sum())["share"].max())  # type: ignore[arg-type]
     base = alt.Chart(data).encode(
         x=alt.X("size:N", sort=order, title=x_title, axis=alt.Axis(labelAngle=0)),
     )
@@ -130,7 +141,7 @@ def job_sizes(sizes: pl.DataFrame) -> Spec:
             alt.Tooltip("share:Q", title="share", format=".1%"),
         ],
     )
-    totals = data.group_by("size").agg(pl.col("share").sum())
+    totals = data.group_by("size", maintain_order=True).agg(pl.col("share").sum())
     labels = (
         alt.Chart(totals)
         .mark_text(dy=-6, fontSize=10, color="#333")
@@ -157,8 +168,13 @@ def classes(jobs: pl.DataFrame) -> Spec:
         .then(pl.lit("label, overriding the inference"))
         .otherwise(pl.lit("label, confirmed by the inference"))
     )
-    data = jobs.with_columns(source.alias("source")).group_by("class", "source").len("jobs")
-    order = data.group_by("class").agg(pl.col("jobs").sum()).sort("jobs", descending=True)["class"].to_list()
+    data = jobs.with_columns(source.alias("source")).group_by("class", "source", maintain_order=True).len("jobs")
+    order = (
+        data.group_by("class", maintain_order=True)
+        .agg(pl.col("jobs").sum())
+        .sort("jobs", descending=True)["class"]
+        .to_list()
+    )
     domain = ["inferred from collectives", "label, confirmed by the inference", "label, overriding the inference"]
     chart = (
         alt.Chart(data)
@@ -248,20 +264,26 @@ def _model_lines(cdf: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("model"))
         .alias("line")
     )
-    calls = data.group_by("line").agg(pl.col("calls").sum()).sort(["calls", "line"], descending=[True, False])
+    calls = (
+        data.group_by("line", maintain_order=True)
+        .agg(pl.col("calls").sum())
+        .sort(["calls", "line"], descending=[True, False])
+    )
     keep = calls["line"].head(MAX_MODELS_SHOWN).to_list()
     if calls.height > MAX_MODELS_SHOWN:
         data = data.with_columns(
             pl.when(pl.col("line").is_in(keep)).then(pl.col("line")).otherwise(pl.lit(OTHER_MODELS)).alias("line")
         )
-    binned = data.group_by("comm_type", "line", "log2_bin", "size_lo", "size_hi").agg(pl.col("calls").sum())
+    binned = data.group_by("comm_type", "line", "log2_bin", "size_lo", "size_hi", maintain_order=True).agg(
+        pl.col("calls").sum()
+    )
     binned = binned.sort("log2_bin").with_columns(
         (pl.col("calls").cum_sum().over("comm_type", "line") / pl.col("calls").sum().over("comm_type", "line")).alias(
             "cum_share"
         )
     )
     starts = (
-        binned.group_by("comm_type", "line")
+        binned.group_by("comm_type", "line", maintain_order=True)
         .agg(pl.col("size_lo").min().alias("size"))
         .with_columns(pl.lit(0.0).alias("cum_share"), pl.lit(0, pl.Int64).alias("calls"))
     )
@@ -290,14 +312,14 @@ def message_cdf(cdf: pl.DataFrame, unit: str) -> Spec:
     panels = (
         cdf.filter(pl.col("unit") == unit)
         .pipe(with_comm_names)
-        .group_by("comm_type")
+        .group_by("comm_type", maintain_order=True)
         .agg(pl.col("calls").sum())
         .sort(["calls", "comm_type"], descending=[True, False])["comm_type"]
         .to_list()
     )
     lines = [
         line
-        for line in data.group_by("line")
+        for line in data.group_by("line", maintain_order=True)
         .agg(pl.col("calls").sum())
         .sort(["calls", "line"], descending=[True, False])["line"]
         .to_list()

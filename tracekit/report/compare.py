@@ -135,7 +135,7 @@ def classes_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figure
         if fleet.jobs.is_empty():
             return pl.DataFrame(schema={"class": pl.String, "jobs": pl.UInt32, "share": pl.Float64})
         return (
-            fleet.jobs.group_by("class")
+            fleet.jobs.group_by("class", maintain_order=True)
             .len("jobs")
             .with_columns((pl.col("jobs") / pl.col("jobs").sum()).alias("share"))
         )
@@ -178,7 +178,11 @@ def _fleet_cdf(fleet: FleetData) -> pl.DataFrame:
     import polars as pl
 
     data = fleet.cdf.filter((pl.col("unit") == "bytes") & (pl.col("comm_type") != "RECV"))
-    binned = data.group_by("comm_type", "log2_bin", "size_hi").agg(pl.col("calls").sum()).sort("log2_bin")
+    binned = (
+        data.group_by("comm_type", "log2_bin", "size_hi", maintain_order=True)
+        .agg(pl.col("calls").sum())
+        .sort("log2_bin")
+    )
     return binned.with_columns(
         (pl.col("calls").cum_sum().over("comm_type") / pl.col("calls").sum().over("comm_type")).alias("cum_share")
     )
@@ -193,7 +197,7 @@ def messages_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figur
     common = sorted(set(ca["comm_type"].to_list()) & set(cb["comm_type"].to_list()))
     totals = (
         ca.filter(pl.col("comm_type").is_in(common))
-        .group_by("comm_type")
+        .group_by("comm_type", maintain_order=True)
         .agg(pl.col("calls").sum())
         .sort(["calls", "comm_type"], descending=[True, False])
     )
@@ -253,7 +257,11 @@ def groups_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figure:
     import polars as pl
 
     def by_size(fleet: FleetData) -> pl.DataFrame:
-        return fleet.groups.group_by("group_size").agg(pl.col("calls").sum(), pl.col("share").sum()).sort("group_size")
+        return (
+            fleet.groups.group_by("group_size", maintain_order=True)
+            .agg(pl.col("calls").sum(), pl.col("share").sum())
+            .sort("group_size")
+        )
 
     ga, gb = by_size(a), by_size(b)
     line: Sentence = []

@@ -237,7 +237,12 @@ def pick_jobs(jobs: pl.DataFrame, wanted: tuple[str, ...]) -> tuple[list[dict[st
         return picked[:MAX_JOB_SECTIONS], [j for j in dict.fromkeys(wanted) if j not in found]
     if jobs.is_empty():
         return [], []
-    classes = jobs.group_by("class").len().sort(["len", "class"], descending=[True, False])["class"].to_list()
+    classes = (
+        jobs.group_by("class", maintain_order=True)
+        .len()
+        .sort(["len", "class"], descending=[True, False])["class"]
+        .to_list()
+    )
     ranked = jobs.sort(["job_gpus", "wire_bytes", "job_id"], descending=[True, True, False], nulls_last=True)
     picked = []
     for cls in classes[:AUTO_JOB_SECTIONS]:

@@ -77,7 +77,9 @@ def classes(jobs: pl.DataFrame) -> Sentence:
     if jobs.is_empty():
         return []
     total = jobs.height
-    counts = jobs.group_by("class").len().sort(["len", "class"], descending=[True, False]).to_dicts()
+    counts = (
+        jobs.group_by("class", maintain_order=True).len().sort(["len", "class"], descending=[True, False]).to_dicts()
+    )
     parts: Sentence = []
     for i, row in enumerate(counts):
         if i:
@@ -120,7 +122,12 @@ def agreement(agree: pl.DataFrame) -> Sentence:
 def mix(mix_frame: pl.DataFrame, jobs: pl.DataFrame) -> Sentence:
     if mix_frame.is_empty():
         return []
-    order = jobs.group_by("class").len().sort(["len", "class"], descending=[True, False])["class"].to_list()
+    order = (
+        jobs.group_by("class", maintain_order=True)
+        .len()
+        .sort(["len", "class"], descending=[True, False])["class"]
+        .to_list()
+    )
     parts: Sentence = []
     for cls in order:
         rows = mix_frame.filter(mix_frame["class"] == cls).sort(["calls", "comm_type"], descending=[True, False])
@@ -180,9 +187,13 @@ def message_sizes(cdf: pl.DataFrame, percentiles: pl.DataFrame) -> Sentence:
     in_bytes = cdf.filter(pl.col("unit") == "bytes")
     if in_bytes.is_empty():
         return []
-    by_type = in_bytes.group_by("comm_type", "log2_bin").agg(pl.col("calls").sum()).sort("comm_type", "log2_bin")
+    by_type = (
+        in_bytes.group_by("comm_type", "log2_bin", maintain_order=True)
+        .agg(pl.col("calls").sum())
+        .sort("comm_type", "log2_bin")
+    )
     totals = (
-        by_type.group_by("comm_type")
+        by_type.group_by("comm_type", maintain_order=True)
         .agg(pl.col("calls").sum().alias("total"))
         .sort(["total", "comm_type"], descending=[True, False])
     )
@@ -409,14 +420,26 @@ def job_stragglers(job: JobData) -> Sentence:
     key = job.job["job_id"]
     spread = frame["start_spread_us"]
     median, p99 = float(spread.median()), float(spread.quantile(0.99, "nearest"))  # type: ignore[arg-type]
-    last = frame.group_by("last_rank").len().sort(["len", "last_rank"], descending=[True, False]).row(0, named=True)
-    share = last["len"] / frame.height
-    return [
+    parts: Sentence = [
         f"Over {human_count(frame.height)} collectives matched across ranks, the ranks start one a median ",
         Num(f"job_start_spread_p50:{key}", median, microseconds(median)),
         " apart (p99 ",
         Num(f"job_start_spread_p99:{key}", p99, microseconds(p99)),
-        f"); rank {last['last_rank']} starts last in ",
+        ")",
+    ]
+    late = frame.drop_nulls("last_rank")
+    if late.is_empty():
+        return [*parts, "; their ranks always start together."]
+    last = (
+        late.group_by("last_rank", maintain_order=True)
+        .len()
+        .sort(["len", "last_rank"], descending=[True, False])
+        .row(0, named=True)
+    )
+    share = last["len"] / frame.height
+    return [
+        *parts,
+        f"; rank {last['last_rank']} starts last in ",
         Num(f"job_last_rank_share:{key}", share, percent(share)),
         " of them.",
     ]
@@ -429,7 +452,12 @@ def job_matrix(job: JobData) -> Sentence:
     key = job.job["job_id"]
     unit = "rank" if job.ranks_per_cell == 1 else f"{job.ranks_per_cell}-rank host"
     total = fsum(frame["bytes"])
-    by_src = frame.group_by("src").sum().sort(["bytes", "src"], descending=[True, False]).row(0, named=True)
+    by_src = (
+        frame.group_by("src", maintain_order=True)
+        .sum()
+        .sort(["bytes", "src"], descending=[True, False])
+        .row(0, named=True)
+    )
     local = fsum(frame.filter(frame["src"] == frame["dst"])["bytes"]) / total
     cross = frame.filter(frame["src"] != frame["dst"])
     parts: Sentence = [

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracekit.report.charts import round_float
 from tracekit.report.format import Num, Sentence
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -64,7 +65,8 @@ def sentence_html(sentence: Sentence) -> str:
     out = []
     for part in sentence:
         if isinstance(part, Num):
-            value = json.dumps(part.value, default=str)
+            exact = round_float(part.value) if isinstance(part.value, float) else part.value
+            value = json.dumps(exact, default=str)
             attributes = f'data-key="{escape(part.key)}" data-value="{escape(value)}"'
             out.append(f'<span class="num" {attributes}>{escape(part.text)}</span>')
         else:
