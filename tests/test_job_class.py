@@ -87,7 +87,7 @@ def test_a_job_seen_through_half_of_its_ranks_keeps_its_class(tmp_path: Path) ->
     generate_fleet(tmp_path / "fleet", 24, 7, "sample")
     with open(tmp_path / "fleet" / "tracekit_manifest.csv") as handle:
         labels = {row["job_id"]: row["label"].split(":")[0] for row in csv.DictReader(handle)}
-    for job, cls in labels.items():
+    for job in labels:
         files = sorted((tmp_path / "fleet" / job).iterdir(), key=lambda p: int(p.name.split(".")[-2]))
         half = tmp_path / "half" / job
         half.mkdir(parents=True)

@@ -26,6 +26,18 @@ FORBIDDEN = {
     "tracekit.ingest": ("tracekit.cli", "typer", "rich", "altair"),
     "tracekit.dataset": ("tracekit.cli", "typer", "rich", "altair", "tracekit.parsers"),
     "tracekit.api": ("tracekit.cli", "typer", "rich"),
+    # The report reads datasets through the API and the queries; it knows nothing of trace formats.
+    "tracekit.report": (
+        "tracekit.ingest",
+        "tracekit.parsers",
+        "tracekit.parse",
+        "tracekit.writers",
+        "tracekit.generate",
+        "tracekit.samples",
+        "tracekit.cli",
+        "typer",
+        "rich",
+    ),
 }
 
 
@@ -60,3 +72,11 @@ def test_importing_the_library_does_not_load_the_cli_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_cli_imports_the_report(path: Path) -> None:
+    module = _module_name(path)
+    if module == "tracekit.cli" or module.startswith("tracekit.report"):
+        return
+    assert not {i for i in _imports(path) if i == "tracekit.report" or i.startswith("tracekit.report.")}, module
