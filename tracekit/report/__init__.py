@@ -49,7 +49,7 @@ def render_report(
     """
     from tracekit import __version__
     from tracekit.report import page, sections
-    from tracekit.report.data import load_report, open_dataset
+    from tracekit.report.data import load_fleet, load_report, open_dataset
 
     began = time.perf_counter()
     scope = scope or Scope()
@@ -57,15 +57,18 @@ def render_report(
     arg = str(dataset) if dataset_arg is None else dataset_arg
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     with open_dataset(dataset, scope) as ds:
-        data = load_report(ds, scope)
+        if compare is None:
+            data = load_report(ds, scope)
+        else:
+            from tracekit.report.data import ReportData
+
+            data = ReportData(load_fleet(ds))
     query_seconds = data.fleet.query_seconds + sum(j.query_seconds for j in data.job_sections)
     if compare is not None:
         from tracekit.report.compare import compare_sections, resolve_other
 
         other_path, other_scope, other_name = resolve_other(dataset, scope, compare)
         with open_dataset(other_path, other_scope) as other_ds:
-            from tracekit.report.data import load_fleet
-
             other = load_fleet(other_ds)
         query_seconds += other.query_seconds
         title = f"tracekit report: {name} ({scope.describe()}) against {other_name}"
@@ -89,6 +92,9 @@ def render_report(
         lead=lead,
         sections=body,
         dataset_arg=arg,
+        caption_note=""
+        if scope.is_everything() and compare is None
+        else " (over the whole dataset, not the selection)",
         footer=f"tracekit {__version__} · {now} · every figure's numbers: tracekit query NAME {arg}",
     )
     html = page.render(doc)

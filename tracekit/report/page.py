@@ -55,6 +55,7 @@ class Document:
     sections: list[Section]
     dataset_arg: str  # how the figure captions name the dataset in `tracekit query NAME DATASET`
     footer: str
+    caption_note: str = ""  # after each caption's commands, e.g. that they read the whole dataset
 
 
 def escape(value: object) -> str:
@@ -104,7 +105,7 @@ def table_html(headers: list[str], rows: list[list[str]], numeric: set[int], cls
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _figure_html(figure: Figure, number: int, dataset_arg: str, specs: dict[str, Any]) -> str:
+def _figure_html(figure: Figure, number: int, doc: Document, specs: dict[str, Any]) -> str:
     parts = [f'<figure id="{escape(figure.key)}">', f"<h3>Figure {number}. {escape(figure.title)}</h3>"]
     parts.append(paragraphs(figure.headline, "headline"))
     if figure.spec is not None:
@@ -114,8 +115,8 @@ def _figure_html(figure: Figure, number: int, dataset_arg: str, specs: dict[str,
         parts.append(f'<p class="nodata">No data: {escape(figure.empty or "nothing to show.")}</p>')
     parts.append(figure.after)
     if figure.queries:
-        commands = " · ".join(f"<code>{escape(query_command(q, dataset_arg))}</code>" for q in figure.queries)
-        parts.append(f"<figcaption>Data: {commands}</figcaption>")
+        commands = " · ".join(f"<code>{escape(query_command(q, doc.dataset_arg))}</code>" for q in figure.queries)
+        parts.append(f"<figcaption>Data: {commands}{escape(doc.caption_note)}</figcaption>")
     parts.append("</figure>")
     return "".join(parts)
 
@@ -142,7 +143,7 @@ def render(doc: Document) -> str:
         body.append(paragraphs(section.intro, "intro"))
         for figure in section.figures:
             number += 1
-            body.append(_figure_html(figure, number, doc.dataset_arg, specs))
+            body.append(_figure_html(figure, number, doc, specs))
         body.append(section.html)
         body.append("</section>")
     scripts = "".join(f"<script>{(VENDOR / name).read_text(encoding='utf-8')}</script>" for name in SCRIPTS)
