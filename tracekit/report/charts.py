@@ -462,7 +462,7 @@ def trend(trend_frame: pl.DataFrame) -> Spec:
                 "of:N",
                 title=None,
                 scale=alt.Scale(domain=["jobs", "collectives"], range=[[1, 0], [5, 3]]),
-                legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="#444", symbolSize=300),
+                legend=None,  # the subtitle says it: solid for jobs, dashed for collectives
             ),
             tooltip=["period_start:T", "label:N", alt.Tooltip("gpus:Q", format=",.1f")],
         )
