@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: check test lint docs proto sample clean
+.PHONY: check test lint docs proto js sample clean
 
 check: lint test
 
@@ -30,6 +30,23 @@ docs: $(VENV)/.installed
 proto: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[proto]'
 	cd schemas && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=../tracekit/parsers --pyi_out=../tracekit/parsers et_def.proto
+
+# tracekit/report/vendor/ holds the Vega, Vega-Lite and vega-embed builds that `tracekit report` inlines
+# into its pages (so they render offline). Vega-Lite's version is the one altair's schema targets.
+VEGA ?= 6.2.0
+VEGA_LITE ?= 6.4.1
+VEGA_EMBED ?= 7.0.2
+VENDOR = tracekit/report/vendor
+js:
+	rm -rf .js-build && mkdir -p .js-build
+	cd .js-build && npm pack --silent vega@$(VEGA) vega-lite@$(VEGA_LITE) vega-embed@$(VEGA_EMBED) >/dev/null
+	for pkg in vega-$(VEGA) vega-lite-$(VEGA_LITE) vega-embed-$(VEGA_EMBED); do \
+	  name=$${pkg%-*}; mkdir -p .js-build/$$name && tar xzf .js-build/$$pkg.tgz -C .js-build/$$name && \
+	  cp .js-build/$$name/package/build/$$name.min.js $(VENDOR)/$$name.min.js && \
+	  cp .js-build/$$name/package/LICENSE $(VENDOR)/LICENSE.$$name; \
+	done
+	printf 'vega=%s\nvega-lite=%s\nvega-embed=%s\n' $(VEGA) $(VEGA_LITE) $(VEGA_EMBED) > $(VENDOR)/VERSIONS
+	rm -rf .js-build
 
 clean:
 	rm -rf $(VENV) sample.dataset .pytest_cache .ruff_cache

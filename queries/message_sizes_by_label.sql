@@ -3,7 +3,8 @@
 --          rank, per label? One row per job and op name: the first call's bytes (one independent
 --          draw per job, for distribution tests) and the rank's total bytes and calls.
 -- params: $rank (integer: the global rank to look from, e.g. 0)
--- returns: job_id, label, class, model, world_size, op_name, comm_type, first_bytes, total_bytes, calls
+-- returns: job_id, label, class, model, world_size, op_name, comm_type, first_bytes, total_bytes, calls,
+--          total_wire_bytes (the rank's bytes on the wire: collective_wire_bytes)
 select
     j.job_id,
     j.label,
@@ -14,8 +15,9 @@ select
     c.comm_type,
     arg_min(c.in_bytes, c.op_id) as first_bytes,
     cast(sum(c.in_bytes) as bigint) as total_bytes,
-    count(*) as calls
-from collectives c
+    count(*) as calls,
+    sum(c.wire_bytes) as total_wire_bytes
+from collective_wire_bytes c
 join jobs j using (job_id)
 where c.rank = $rank
 group by all

@@ -1,7 +1,16 @@
-"""Shared fixtures: where the project's sample traces and the public reference traces live."""
+"""Shared fixtures: where the project's sample traces and the public reference traces live, and the
+samples' dataset as `tracekit report` makes it for a new user.
+
+`samples` runs `tracekit report` with no DATASET, as a new user would: it ingests the bundled samples
+into a cache folder (XDG_CACHE_HOME points into the session's temporary folder) and reports on them.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,3 +31,35 @@ def public_traces() -> Path:
 @pytest.fixture
 def sample_traces() -> Path:
     return SAMPLE_TRACES
+
+
+def run_tracekit(
+    *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+@dataclass
+class SampleRun:
+    cache: Path  # XDG_CACHE_HOME of the run
+    dataset: Path  # the samples' dataset it made there
+    page: Path  # the report it wrote
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
+    root = tmp_path_factory.mktemp("samples")
+    env = {"XDG_CACHE_HOME": str(root / "cache")}
+    result = run_tracekit("report", "-o", root / "report.html", env=env, cwd=root)
+    assert result.returncode == 0, result.stderr
+    found = sorted((root / "cache" / "tracekit").glob("samples-*"))
+    assert len(found) == 1, found
+    return SampleRun(root / "cache", found[0], root / "report.html", result.stderr)

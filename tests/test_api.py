@@ -1,16 +1,69 @@
-"""tracekit.api: the notebook-facing view of a dataset."""
+"""The notebook API: queries as relations, and a dataset that follows what other processes ingest."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import tracekit
 from tests.builders import write_et_job
 from tracekit.api import CollectiveTotal, DatasetSummary
-from tracekit.errors import DatasetError
+from tracekit.errors import DatasetError, InputError
 from tracekit.ingest import ingest
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    assert ingest([tmp_path / "in" / "jobA"], tmp_path / "ds").ok
+    return tmp_path / "ds"
+
+
+def test_a_query_is_a_relation_to_filter_and_turn_into_polars(dataset: Path) -> None:
+    with tracekit.open(dataset) as ds:
+        relation = ds.query("collective_mix_by_class")
+        assert relation.columns[:3] == ["class", "comm_type", "jobs"]
+        frame = relation.filter("comm_type = 'ALL_REDUCE'").pl()
+        assert isinstance(frame, pl.DataFrame)
+        assert frame["calls"].to_list() == [4]
+        trend = ds.query("group_size_trend", {"start": "2000-01-01", "period_months": 3}).pl()
+        assert trend.is_empty()  # the job records no start time
+
+
+def test_query_names_and_parameters_are_checked(dataset: Path) -> None:
+    with tracekit.open(dataset) as ds:
+        with pytest.raises(InputError, match="no query 'jobs; drop table jobs'"):
+            ds.query("jobs; drop table jobs")
+        with pytest.raises(InputError, match="missing period_months"):
+            ds.query("group_size_trend", {"start": "2024-01-01"})
+        with pytest.raises(InputError, match="not rank"):
+            ds.query("job_class", {"rank": 0})
+
+
+def test_every_query_is_there_by_name_for_sql_too(dataset: Path) -> None:
+    with tracekit.open(dataset) as ds:
+        assert ds.sql("select inferred_class from job_class").fetchall() == [("fsdp",)]
+
+
+def test_an_open_dataset_sees_what_another_process_ingests(dataset: Path, tmp_path: Path) -> None:
+    write_et_job(tmp_path / "more" / "jobB", [0, 1], [("ALL_REDUCE", 64)])
+    with tracekit.open(dataset) as ds:
+        before = ds.query("job_overview")
+        assert len(before.fetchall()) == 1
+        ingested = subprocess.run(
+            [sys.executable, "-m", "tracekit", "ingest", str(tmp_path / "more"), "--out", str(dataset), "-q"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ingested.returncode == 0, ingested.stderr
+        assert [r[0] for r in ds.query("job_overview").fetchall()] == ["jobA", "jobB"]
+        assert ds.frame("jobs").height == 2
+        assert len(before.fetchall()) == 1  # a relation made before keeps reading what it read
 
 
 def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path) -> None:

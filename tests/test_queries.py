@@ -15,7 +15,7 @@ from tracekit.ingest import ingest
 from tracekit.queries import load_query, query_header, query_names, query_params
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
-PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0}
+PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0, "job_id": "moe_alltoall", "ranks_per_cell": 1}
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +28,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert ingest([root / "in"], root / "ds").ok
     # A real captured job with sub-groups and send/recv.
     assert ingest([SAMPLES / "captured" / "pipeline_p2p"], root / "ds", label="llm-3d:pipeline").ok
+    # Real all-to-allv with recorded splits and profiler timing.
+    assert ingest([SAMPLES / "captured" / "moe_alltoall"], root / "ds").ok
     return root / "ds"
 
 
@@ -47,9 +49,10 @@ def test_query_has_a_header_and_reads_no_files(name: str) -> None:
 @pytest.mark.parametrize("name", query_names())
 def test_query_runs_with_its_declared_parameters(dataset: Path, name: str) -> None:
     declared = set(re.findall(r"\$(\w+)", query_header(name)["params"]))
-    assert declared == set(re.findall(r"\$(\w+)", load_query(name).split("\nselect", 1)[-1])) or not declared
+    body = "\n".join(line for line in load_query(name).splitlines() if not line.startswith("--"))
+    assert declared == set(re.findall(r"\$(\w+)", body))
     with tracekit.open(dataset) as ds:
-        rows = ds.query(name, {k: PARAMS[k] for k in declared} or None)
+        rows = ds.query(name, {k: PARAMS[k] for k in declared} or None).fetchall()
     assert rows, f"{name} returned nothing on a one-job dataset"
 
 
@@ -57,10 +60,10 @@ def test_query_runs_with_its_declared_parameters(dataset: Path, name: str) -> No
 @pytest.mark.parametrize("name", query_names())
 def test_every_query_is_in_the_dataset_for_the_duckdb_shell(dataset: Path, name: str) -> None:
     params = query_params(name)
-    literal = {"start": "'2024-01-01'", "period_months": "3", "rank": "0"}
+    literal = {k: f"'{v}'" if isinstance(v, str) else str(v) for k, v in PARAMS.items()}
     call = f"{name}({', '.join(literal[p] for p in params)})" if params else name
     with tracekit.open(dataset) as ds:
-        expected = len(ds.query(name, {p: PARAMS[p] for p in params} or None))
+        expected = len(ds.query(name, {p: PARAMS[p] for p in params} or None).fetchall())
     assert DUCKDB is not None
     shell = subprocess.run(
         [DUCKDB, "-csv", "-noheader", str(dataset / "tracekit.duckdb"), "-c", f"select count(*) from {call}"],

@@ -4,6 +4,7 @@ with bound parameters (`ds.sql("select ... where job_id = ?", [job])`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,46 @@ class TraceDataset:
         self.dataset = Dataset(Path(path))
         if not self.dataset.exists():
             raise DatasetError(f"{path}: not a tracekit dataset (no {self.dataset.db_path.name})")
-        self.con: duckdb.DuckDBPyConnection = self.dataset.connect(read_only=True)
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._stamp: tuple[int, ...] | None = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection to the dataset as last committed, with every shipped query on it by name.
+
+        Ingest commits by renaming a new DuckDB file over the old one, and an open connection keeps
+        reading the file it opened: when the file has changed since, a new connection is opened (the
+        old one stays open for the relations that still use it).
+        """
+        stamp = self._file_stamp()  # before connecting: a commit in between makes the next call reconnect
+        if self._con is None or stamp != self._stamp:
+            from tracekit.queries import catalog_statements
+
+            con = self._connect()
+            # Temporary, so they shadow the copies stored in the file, which may be older.
+            for statement in catalog_statements(temp=True):
+                con.execute(statement)
+            self._con, self._stamp = con, stamp
+        return self._con
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        # Attached to a database of its own rather than `duckdb.connect(path)`: DuckDB hands every
+        # connect() of one path the same instance while one is open, which would keep the old file.
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+        path = str(self.dataset.db_path).replace("'", "''")
+        con.execute(f"ATTACH '{path}' AS dataset (READ_ONLY)")
+        con.execute("USE dataset")
+        return con
+
+    def _file_stamp(self) -> tuple[int, ...]:
+        try:
+            st = os.stat(self.dataset.db_path)
+        except OSError as exc:
+            raise DatasetError(f"{self.dataset.root}: cannot read the dataset ({exc.strerror})") from exc
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """Table `name` (traces, jobs, process_groups, collectives, ops, runs) as a DuckDB relation."""
@@ -43,12 +83,16 @@ class TraceDataset:
             return self.con.sql(query)
         return self.con.sql(query, params=params)
 
-    def query(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of the shipped query queries/<name>.sql, as dicts (see tracekit.queries)."""
-        from tracekit.queries import load_query
+    def query(self, name: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """The shipped query queries/<name>.sql as a DuckDB relation: `.pl()` gives a polars frame,
+        `.fetchall()` rows; it can be filtered, joined and queried further.
 
-        relation = self.sql(load_query(name), params or None)
-        return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
+        `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3}.
+        """
+        from tracekit.queries import query_call
+
+        sql, bound = query_call(name, params)
+        return self.con.sql(sql, params=bound or None)
 
     def summary(self) -> DatasetSummary:
         """Jobs, ranks, traces ok and with errors, collectives by comm_type (count and in_bytes,
@@ -61,7 +105,8 @@ class TraceDataset:
         raise AttributeError(name)
 
     def close(self) -> None:
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
 
     def __enter__(self) -> TraceDataset:
         return self

@@ -452,5 +452,227 @@ def _replay_summary(console: Console, result: Any, files: list[Path], out: Path)
     console.print(f"{len(files)} files → {out}; query: duckdb {out / 'replay.duckdb'}", highlight=False)
 
 
+def _dataset_or_samples(dataset: Path | None, console: Console) -> Path:
+    """DATASET, or with none the bundled samples' dataset (ingested into the cache on first use)."""
+    if dataset is not None:
+        return dataset
+    from tracekit.samples import sample_dataset
+
+    return sample_dataset(lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True))
+
+
+def _date(value: str | None, option: str) -> Any:
+    from datetime import date
+
+    from tracekit.errors import InputError
+
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise InputError(f"{option} {value}: not a date (YYYY-MM-DD)") from exc
+
+
+@app.command()
+def report(
+    dataset: Annotated[
+        Path | None,
+        typer.Argument(help="A dataset folder written by `tracekit ingest` (default: the bundled samples)."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("report.html"),
+    job: Annotated[
+        list[str] | None,
+        typer.Option("--job", help="Only this job, with a section of its own (repeat for several)."),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="Only jobs with this label, or this class part of a 'class:model' label."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Only jobs started on or after this date (YYYY-MM-DD).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only jobs started before this date (YYYY-MM-DD).")] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="Put another DATASET, or a period SINCE..UNTIL of this one, side by side with it."),
+    ] = None,
+) -> None:
+    """Write one self-contained HTML page of the fleet's collectives: figures, headlines, jobs table.
+
+    Job sizes, collective mix per class (calls, bytes passed in, bytes on the wire), message sizes per
+    collective and model, GPUs per collective against job size and over time, and a section for each
+    job chosen with --job (else the largest job of each class). It opens offline: the charting
+    libraries are inside the page.
+
+    Example: tracekit report sample.dataset -o report.html
+    Example: tracekit report fleet.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
+    Exit code 0: written; 3: no such dataset or job, bad date, or the file cannot be written.
+    """
+    from rich.console import Console
+
+    from tracekit.errors import OutputError, TracekitError
+
+    console = Console(stderr=True)
+    try:
+        from tracekit.report import Scope, build_report
+
+        scope = Scope(tuple(job or ()), tuple(label or ()), _date(since, "--since"), _date(until, "--until"))
+        path = _dataset_or_samples(dataset, console)
+        result = build_report(path, out, scope, compare, dataset_arg=str(dataset) if dataset else "")
+    except TracekitError as exc:
+        _fail(console, exc)
+    except OSError as exc:
+        _fail(console, OutputError(f"{out}: cannot write ({exc.strerror})"))
+    for missing in result.missing_jobs:
+        console.print(f"[yellow]warning:[/yellow] no job named {_escape(missing)}", highlight=False)
+    console.print(
+        f"report: {result.jobs:,} job{'s' if result.jobs != 1 else ''}, {result.figures} figures, "
+        f"{_human_bytes(result.bytes)} in {result.seconds:.1f} s → {result.path}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+class OutputFormat(StrEnum):
+    """`query --format`."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def _param(text: str) -> tuple[str, Any]:
+    from tracekit.errors import InputError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InputError(f"--param {text}: expected key=value")
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            pass
+    return key, value
+
+
+@app.command()
+def query(
+    name: Annotated[str, typer.Argument(help="The query's name (`tracekit queries` lists them).")],
+    dataset: Annotated[
+        Path | None,
+        typer.Argument(help="A dataset folder written by `tracekit ingest` (default: the bundled samples)."),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="A parameter of the query, key=value (repeat for several)."),
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="table (on screen), csv, json or parquet.")
+    ] = OutputFormat.table,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of the screen.")] = None,
+) -> None:
+    """Run one of the shipped queries (queries/*.sql) on a dataset and print or save its rows.
+
+    Example: tracekit query collective_mix_by_class sample.dataset
+    Example: tracekit query group_size_trend sample.dataset -p start=2023-01-01 -p period_months=3 -f csv
+    Exit code 0: done; 3: unknown query or parameter, no such dataset, or the file cannot be written.
+    """
+    from rich.console import Console
+
+    from tracekit.errors import InputError, OutputError, TracekitError
+
+    console = Console(stderr=True)
+    try:
+        if output_format is OutputFormat.parquet and out is None:
+            raise InputError("--format parquet needs --out FILE")
+        from tracekit.api import open as open_dataset
+
+        params = dict(_param(p) for p in param or [])
+        with open_dataset(_dataset_or_samples(dataset, console)) as ds:
+            relation = ds.query(name, params)
+            _write_rows(relation, output_format, out)
+    except TracekitError as exc:
+        _fail(console, exc)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do.
+        import os
+        import sys
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:
+        _fail(console, OutputError(f"{out}: cannot write ({exc.strerror})"))
+
+
+def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) -> None:
+    import csv
+    import json
+    import sys
+
+    if output_format is OutputFormat.parquet:
+        relation.write_parquet(str(out))
+        return
+    columns, rows = relation.columns, relation.fetchall()
+    if output_format is OutputFormat.table:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*columns, box=None, pad_edge=False, header_style="bold")
+        for row in rows:
+            table.add_row(*(_cell(v) for v in row))
+        # On a terminal columns wrap to its width; elsewhere (a pipe, a file) nothing is cut.
+        if out is None:
+            screen = Console()
+            (screen if screen.is_terminal else Console(width=_UNLIMITED)).print(table)
+        else:
+            with open(out, "w") as table_file:
+                Console(file=table_file, width=_UNLIMITED).print(table)
+        return
+    handle: Any = open(out, "w", newline="") if out is not None else sys.stdout
+    try:
+        if output_format is OutputFormat.csv:
+            writer = csv.writer(handle)
+            writer.writerow(columns)
+            writer.writerows([_cell(v, blank="") for v in row] for row in rows)
+        else:
+            records = [dict(zip(columns, row, strict=True)) for row in rows]
+            json.dump(records, handle, default=str, indent=1)
+            handle.write("\n")
+    finally:
+        if out is not None:
+            handle.close()
+
+
+_UNLIMITED = 100_000
+
+
+def _cell(value: Any, blank: str = "NULL") -> str:
+    if value is None:
+        return blank
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return str(value)
+
+
+@app.command()
+def queries() -> None:
+    """List the shipped queries: name, parameters and the question each answers.
+
+    Each is also stored in every dataset's DuckDB file: a view (select * from NAME), or a table macro
+    when it takes parameters (select * from NAME(...)).
+    Example: tracekit queries
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from tracekit.queries import query_names, query_params, query_summary
+
+    table = Table("query", "parameters", "answers", box=None, pad_edge=False, header_style="bold")
+    for name in query_names():
+        table.add_row(name, ", ".join(query_params(name)), query_summary(name))
+    Console().print(table)
+
+
 def main() -> None:
     app(prog_name="tracekit")

@@ -237,11 +237,11 @@ class Dataset:
 
 def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
     """Every queries/*.sql as a view or table macro of the dataset, for users of the DuckDB shell."""
-    from tracekit.queries import catalog_statement, query_names
+    from tracekit.queries import catalog_statements
 
     con.execute("USE d")
-    for name in query_names():
-        con.execute(catalog_statement(name))
+    for statement in catalog_statements():
+        con.execute(statement)
     con.execute("USE memory")
 
 

@@ -39,3 +39,7 @@ def describe(display: str, where: str | None, message: str) -> str:
     """`file at place: message`, the one-line form of every error and warning about a file."""
     place = f" at {where}" if where else ""
     return f"{display}{place}: {message}"
+
+
+class OutputError(TracekitError):
+    """A file or folder the command was asked to write cannot be written."""

@@ -12,7 +12,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def resource_dir(name: str) -> Path:
-    """Return the folder `name` ('schemas' or 'queries') of this installation."""
+    """Return the folder `name` ('schemas', 'queries' or 'sample_traces') of this installation."""
     for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
         if candidate.is_dir():
             return candidate

@@ -35,8 +35,8 @@ from tracekit.generate.profile import CLASSES, Profile, load_profile, periods, v
 
 def run_query(ds: Any, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rows of queries/<name>.sql over the open dataset `ds` (tracekit.open), as dicts."""
-    rows: list[dict[str, Any]] = ds.query(name, params)
-    return rows
+    relation = ds.query(name, params)
+    return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
 
 def _logit_fit(

@@ -120,7 +120,7 @@ def _write_duckdb(result: Replay, out: Path) -> Path:
         con.execute("CREATE TABLE r.collectives AS SELECT * FROM collectives_frame")
         con.execute("USE r")
         for name in query_names("replay"):
-            con.execute(catalog_statement(name, "replay"))
+            con.execute(catalog_statement(name, folder="replay"))
         con.execute("USE memory")
         con.execute("DETACH r")
     finally:

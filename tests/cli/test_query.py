@@ -1,0 +1,128 @@
+"""`tracekit query`, `tracekit queries` and `tracekit report` as users run them, and what they do
+with no DATASET (the bundled samples, ingested once into the user's cache)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tests.builders import write_et_job
+from tests.conftest import SampleRun, run_tracekit
+from tracekit.ingest import ingest
+from tracekit.queries import query_names
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cli-query")
+    write_et_job(root / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    (root / "in" / "tracekit_manifest.csv").write_text("job_id,path,label,started_at\njobA,jobA,fsdp:m,2024-02-01\n")
+    assert ingest([root / "in"], root / "ds").ok
+    return root / "ds"
+
+
+def test_queries_lists_every_query_with_its_parameters() -> None:
+    result = run_tracekit("queries")
+    assert result.returncode == 0, result.stderr
+    for name in query_names():
+        assert name in result.stdout
+    assert "start, period_months" in result.stdout
+
+
+def test_query_prints_a_table(dataset: Path) -> None:
+    result = run_tracekit("query", "collective_mix_by_class", dataset)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["class", "comm_type", "jobs", "calls"]
+    assert any(line.split()[:4] == ["fsdp", "ALL_GATHER", "1", "4"] for line in lines)
+
+
+def test_query_csv_and_json_hold_the_api_rows(dataset: Path) -> None:
+    with tracekit.open(dataset) as ds:
+        expected = ds.query("job_size_histogram").pl()
+    as_csv = run_tracekit("query", "job_size_histogram", dataset, "--format", "csv")
+    assert as_csv.returncode == 0, as_csv.stderr
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [int(r["job_gpus"]) for r in rows] == expected["job_gpus"].to_list()
+    as_json = run_tracekit("query", "job_size_histogram", dataset, "-f", "json")
+    assert json.loads(as_json.stdout) == expected.to_dicts()
+
+
+def test_query_parameters_and_parquet(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trend.parquet"
+    result = run_tracekit(
+        "query",
+        "group_size_trend",
+        dataset,
+        "-p",
+        "start=2024-01-01",
+        "--param",
+        "period_months=3",
+        "-f",
+        "parquet",
+        "-o",
+        out,
+    )
+    assert result.returncode == 0, result.stderr
+    frame = pl.read_parquet(out)
+    assert frame["jobs"].to_list() == [1] and frame["max_group_size"].to_list() == [4]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["query", "no_such_query"], "no query 'no_such_query'"),
+        (["query", "group_size_trend"], "missing start, period_months"),
+        (["query", "job_class", "-p", "rank"], "expected key=value"),
+        (["query", "job_class", "-f", "parquet"], "--format parquet needs --out FILE"),
+        (["report", "--since", "yesterday"], "--since yesterday: not a date"),
+        (["report", "--job", "no-such-job"], "no job named no-such-job"),
+        (["report", "--compare", "no-such-thing"], "neither a tracekit dataset nor a period"),
+    ],
+)
+def test_bad_arguments_get_one_line_and_exit_3(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    where = [str(dataset)] if args[0] == "report" else ([str(dataset)] if len(args) == 2 else [])
+    if args[0] == "query" and len(args) > 2:
+        args = [*args[:2], str(dataset), *args[2:]]
+    result = run_tracekit(*args, *where, *(["-o", str(tmp_path / "r.html")] if args[0] == "report" else []))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_report_names_the_file_it_wrote(dataset: Path, tmp_path: Path) -> None:
+    result = run_tracekit("report", dataset, "-o", tmp_path / "r.html")
+    assert result.returncode == 0, result.stderr
+    assert f"→ {tmp_path / 'r.html'}" in result.stderr
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_no_dataset_means_the_bundled_samples_ingested_once(samples: SampleRun, tmp_path: Path) -> None:
+    assert "ingesting the bundled samples" in samples.stderr
+    assert str(samples.dataset) in samples.stderr
+    again = run_tracekit("query", "job_class", "-f", "json", env={"XDG_CACHE_HOME": str(samples.cache)}, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "ingesting" not in again.stderr
+    classes = {row["job_id"]: row["inferred_class"] for row in json.loads(again.stdout)}
+    assert classes["captured/moe_alltoall"] == "ranking-ddp"
+    assert len(classes) == 208
+    assert not list(tmp_path.iterdir())  # nothing written where it ran
+
+
+@pytest.mark.parametrize("command", ["report", "query", "queries"])
+def test_help_starts_without_importing_the_heavy_modules(command: str) -> None:
+    code = (
+        "import sys; from typer.testing import CliRunner; from tracekit.cli import app; "
+        f"r = CliRunner().invoke(app, ['{command}', '--help']); assert r.exit_code == 0, r.output; "
+        "print([m for m in ('duckdb', 'polars', 'pyarrow', 'altair') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,31 @@
+"""Datasets the report is tested on (and `samples`, from tests/conftest.py), and one headless Chromium
+for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE_TRACES
+from tests.report.cdp import CHROMIUM, Browser
+from tracekit.ingest import ingest
+
+
+@pytest.fixture(scope="session")
+def one_job_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("one") / "ds"
+    assert ingest([SAMPLE_TRACES / "captured" / "moe_alltoall"], out).ok
+    return out
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed here (apt-get install chromium); .ci/run installs it for CI")
+    started = Browser()
+    try:
+        yield started
+    finally:
+        started.close()

@@ -1,0 +1,272 @@
+"""The numbers behind the report: the shipped queries, run over a dataset (or the jobs a scope
+selects), as small aggregated polars frames.
+
+Everything is aggregated in DuckDB by the queries in queries/; no per-collective row of a fleet ever
+reaches Python. A scope (--job, --label, --since, --until) is applied once, under the queries: a
+scoped dataset's `jobs`, `collectives`, ... are views of the selected jobs' rows, so every query
+answers for the selection unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.api import TraceDataset
+from tracekit.errors import InputError
+from tracekit.schema import TABLES
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+# Per-job sections: at most this many jobs chosen by the report (the user's --job list is not capped
+# by it, but by MAX_JOB_SECTIONS).
+AUTO_JOB_SECTIONS = 4
+MAX_JOB_SECTIONS = 12
+# The jobs table lists the jobs with the most bytes on the wire first, this many.
+JOBS_TABLE_ROWS = 100
+# A rank x rank all-to-allv matrix up to this many ranks; above it, one cell per 8-rank host.
+MATRIX_RANKS = 64
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which jobs a report covers: all of them, or those matching every filter given."""
+
+    jobs: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    since: date | None = None
+    until: date | None = None
+
+    def is_everything(self) -> bool:
+        return not (self.jobs or self.labels or self.since or self.until)
+
+    def describe(self) -> str:
+        parts = []
+        if self.jobs:
+            parts.append(f"jobs {', '.join(self.jobs)}")
+        if self.labels:
+            parts.append(f"labels {', '.join(self.labels)}")
+        if self.since:
+            parts.append(f"started on or after {self.since.isoformat()}")
+        if self.until:
+            parts.append(f"started before {self.until.isoformat()}")
+        return "; ".join(parts) if parts else "all jobs"
+
+
+class ScopedDataset(TraceDataset):
+    """A dataset seen through a scope: its tables hold only the selected jobs' rows.
+
+    A label filter matches a job's label, or the class part of a 'class:model' label; --since and
+    --until compare jobs.started_at (a job without a start time is left out when either is given).
+    """
+
+    def __init__(self, path: str | Path, scope: Scope) -> None:
+        self.scope = scope
+        super().__init__(path)
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+        path = str(self.dataset.db_path).replace("'", "''")
+        con.execute(f"ATTACH '{path}' AS source (READ_ONLY)")
+        con.execute(
+            "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
+            "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
+            "AND (len($labels) = 0 OR list_contains($labels, label) "
+            "     OR list_contains($labels, split_part(label, ':', 1))) "
+            "AND ($since IS NULL OR started_at >= CAST($since AS TIMESTAMPTZ)) "
+            "AND ($until IS NULL OR started_at < CAST($until AS TIMESTAMPTZ))",
+            {
+                "jobs": list(self.scope.jobs),
+                "labels": list(self.scope.labels),
+                "since": self.scope.since.isoformat() if self.scope.since else None,
+                "until": self.scope.until.isoformat() if self.scope.until else None,
+            },
+        )
+        for table in TABLES:
+            where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM source.main.{table}{where}")
+        return con
+
+
+def open_dataset(path: str | Path, scope: Scope | None = None) -> TraceDataset:
+    """The dataset at `path`, seen through `scope` when it selects anything less than all jobs."""
+    if scope is None or scope.is_everything():
+        return TraceDataset(path)
+    return ScopedDataset(path, scope)
+
+
+class Runner:
+    """Runs queries on one dataset and keeps the time they took (the benchmark compares it to the whole report)."""
+
+    def __init__(self, ds: TraceDataset) -> None:
+        self.ds = ds
+        self.seconds = 0.0
+        self.runs: list[tuple[str, float]] = []
+
+    def frame(self, name: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+        """The query's result as a polars frame, with 128-bit integers and decimals as floats."""
+        import polars as pl
+
+        began = time.perf_counter()
+        frame = self.ds.query(name, params).pl()
+        took = time.perf_counter() - began
+        self.seconds += took
+        self.runs.append((name, took))
+        wide = [c for c, t in frame.schema.items() if t == pl.Int128 or isinstance(t, pl.Decimal)]
+        return frame.with_columns(pl.col(wide).cast(pl.Float64)) if wide else frame
+
+
+@dataclass
+class Period:
+    """The periods the time trend is cut into."""
+
+    start: date
+    months: int
+
+    def params(self) -> dict[str, Any]:
+        return {"start": self.start.isoformat(), "period_months": self.months}
+
+
+@dataclass
+class FleetData:
+    """Everything the fleet part of the report shows, as small frames."""
+
+    overview: dict[str, Any]
+    jobs: pl.DataFrame
+    sizes: pl.DataFrame
+    mix: pl.DataFrame
+    cdf: pl.DataFrame
+    percentiles: pl.DataFrame
+    groups: pl.DataFrame
+    agreement: pl.DataFrame
+    trend: pl.DataFrame | None
+    period: Period | None
+    query_seconds: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not self.overview.get("jobs")
+
+
+@dataclass
+class JobData:
+    """One job's section."""
+
+    job: dict[str, Any]
+    by_collective: pl.DataFrame
+    by_group: pl.DataFrame
+    bandwidth: pl.DataFrame
+    stragglers: pl.DataFrame
+    matrix: pl.DataFrame
+    ranks_per_cell: int
+    query_seconds: float = 0.0
+
+
+@dataclass
+class ReportData:
+    fleet: FleetData
+    job_sections: list[JobData] = field(default_factory=list)
+    missing_jobs: list[str] = field(default_factory=list)
+
+
+def choose_period(first: datetime | date | None, last: datetime | date | None) -> Period | None:
+    """Calendar-aligned periods of 1, 3, 6 or 12 months: the shortest that cut the span into at most 12."""
+    if first is None or last is None:
+        return None
+    span = (last.year - first.year) * 12 + (last.month - first.month) + 1
+    months = next((m for m in (1, 3, 6, 12) if -(-span // m) <= 12), 12 * (-(-span // 144)))
+    month0 = (first.month - 1) // months * months + 1 if months <= 12 else 1
+    return Period(date(first.year, month0, 1), months)
+
+
+def classify_once(run: Runner) -> None:
+    """Compute job_class once for the whole report: most queries read it, and it is the costly part of
+    each (it reads every collective). The connection's job_class becomes a table of its rows."""
+    from tracekit.queries import catalog_statement
+
+    began = time.perf_counter()
+    con = run.ds.con
+    con.execute(catalog_statement("job_class", temp=True))  # the query itself, whatever was done before
+    con.execute("CREATE OR REPLACE TEMP TABLE report_job_class AS SELECT * FROM job_class")
+    con.execute("CREATE OR REPLACE TEMP VIEW job_class AS SELECT * FROM report_job_class")
+    run.seconds += time.perf_counter() - began
+
+
+def load_fleet(ds: TraceDataset) -> FleetData:
+    run = Runner(ds)
+    classify_once(run)
+    overview_frame = run.frame("dataset_overview")
+    overview = overview_frame.to_dicts()[0] if overview_frame.height else {}
+    period = choose_period(overview.get("first_started_at"), overview.get("last_started_at"))
+    fleet = FleetData(
+        overview=overview,
+        jobs=run.frame("job_overview"),
+        sizes=run.frame("job_size_histogram"),
+        mix=run.frame("collective_mix_by_class"),
+        cdf=run.frame("message_size_cdf"),
+        percentiles=run.frame("message_size_percentiles"),
+        groups=run.frame("group_size_by_job_size"),
+        agreement=run.frame("class_agreement"),
+        trend=run.frame("group_size_trend", period.params()) if period else None,
+        period=period,
+    )
+    fleet.query_seconds = run.seconds
+    return fleet
+
+
+def load_job(ds: TraceDataset, job: dict[str, Any]) -> JobData:
+    run = Runner(ds)
+    job_id = job["job_id"]
+    gpus = job.get("job_gpus") or 0
+    cell = 1 if gpus <= MATRIX_RANKS else 8
+    data = JobData(
+        job=job,
+        by_collective=run.frame("job_bytes_by_collective", {"job_id": job_id}),
+        by_group=run.frame("job_bytes_by_group", {"job_id": job_id}),
+        bandwidth=run.frame("job_bandwidth", {"job_id": job_id}),
+        stragglers=run.frame("job_stragglers", {"job_id": job_id}),
+        matrix=run.frame("alltoallv_matrix", {"job_id": job_id, "ranks_per_cell": cell}),
+        ranks_per_cell=cell,
+    )
+    data.query_seconds = run.seconds
+    return data
+
+
+def pick_jobs(jobs: pl.DataFrame, wanted: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The jobs that get a section: those asked for (and the names not found), or else the largest
+    job (GPUs, then bytes on the wire) of each class, the most common classes first."""
+    import polars as pl
+
+    if wanted:
+        found = {row["job_id"]: row for row in jobs.filter(pl.col("job_id").is_in(list(wanted))).to_dicts()}
+        picked = [found[j] for j in dict.fromkeys(wanted) if j in found]
+        return picked[:MAX_JOB_SECTIONS], [j for j in dict.fromkeys(wanted) if j not in found]
+    if jobs.is_empty():
+        return [], []
+    classes = (
+        jobs.group_by("class", maintain_order=True)
+        .len()
+        .sort(["len", "class"], descending=[True, False])["class"]
+        .to_list()
+    )
+    ranked = jobs.sort(["job_gpus", "wire_bytes", "job_id"], descending=[True, True, False], nulls_last=True)
+    picked = []
+    for cls in classes[:AUTO_JOB_SECTIONS]:
+        picked.append(ranked.filter(pl.col("class") == cls).row(0, named=True))
+    return picked, []
+
+
+def load_report(ds: TraceDataset, scope: Scope) -> ReportData:
+    fleet = load_fleet(ds)
+    picked, missing = pick_jobs(fleet.jobs, scope.jobs)
+    if scope.jobs and not picked:
+        raise InputError(f"no job named {', '.join(scope.jobs)} (`tracekit query job_overview` lists them)")
+    return ReportData(fleet, [load_job(ds, job) for job in picked], missing)
