@@ -8,9 +8,8 @@ import polars as pl
 import pytest
 
 from tracekit.replay import Placement, fleet_locality, host_matrix, replay
-from tracekit.replay.charts import host_heatmap
 from tracekit.replay.clos import Clos
-from tracekit.replay.indicators import burstiness, ecmp, job_class, network_indicators
+from tracekit.replay.indicators import burstiness, ecmp, network_indicators
 
 
 def test_indicators_of_a_job_spread_over_hosts(captured_dataset: Path) -> None:
@@ -50,14 +49,15 @@ def test_burstiness_buckets_keep_every_network_byte(captured_dataset: Path) -> N
 
 def test_fleet_locality_per_class(captured_dataset: Path) -> None:
     table = fleet_locality(captured_dataset, placement=Placement(gpus_per_host=2))
-    assert table["class"].to_list() == ["unknown"] and table["jobs"].to_list() == [4]
-    assert 0 < table["intra_host_share"][0] < 1
-    assert job_class("llm-3d:llama") == "llm-3d" and job_class(None) == "unknown"
+    # The classes of the job_class view: inferred from each job's collectives (no labels here).
+    assert dict(zip(table["class"], table["jobs"], strict=True)) == {"ddp": 1, "fsdp": 1, "ranking-ddp": 1, "llm-3d": 1}
+    assert all(0 <= share <= 1 for share in table["intra_host_share"])
 
 
-def test_host_heatmap(captured_dataset: Path) -> None:
-    matrix = host_matrix(replay(captured_dataset, "ddp_mlp", placement=Placement(gpus_per_host=1)))
+def test_host_matrix_holds_network_bytes_only(captured_dataset: Path) -> None:
+    result = replay(captured_dataset, "ddp_mlp", placement=Placement(gpus_per_host=1))
+    matrix = host_matrix(result)
     assert matrix.columns == ["src_host", "dst_host", "bytes", "share"]
     assert matrix["share"].max() == pytest.approx(1.0) and (matrix["src_host"] != matrix["dst_host"]).all()
-    spec = host_heatmap(matrix, title="ddp_mlp").to_dict()
-    assert spec["mark"]["type"] == "rect" and len(spec["data"]["values"]) == matrix.height
+    network = result.flows.filter(pl.col("src_host") != pl.col("dst_host"))["bytes"].sum()
+    assert matrix["bytes"].sum() == network

@@ -166,3 +166,25 @@ def test_the_public_traces_report(public_traces: Path, tmp_path: Path, browser: 
     # The public README: an 8-rank DLRM (all-to-allv + all-reduce) and a 2-GPU ResNet-50 DDP job.
     assert inferred["dlrm"] == "ranking-ddp"
     assert inferred["resnet"] == inferred["hta-resnet"] == "ddp"
+
+
+def test_each_job_section_shows_its_traffic_between_hosts_as_replayed(samples: SampleRun, browser: Browser) -> None:
+    import polars as pl
+
+    from tracekit.replay import host_matrix, replay
+
+    tab = open_clean(browser, samples.page)
+    shown = numbers(tab)
+    jobs = [key.split(":", 1)[1] for key in shown if key.startswith("job_intra_host_share:")]
+    assert len(jobs) >= 3, "every job section has a host-traffic figure"
+    crossing = 0
+    with tracekit.open(samples.dataset) as ds:
+        for job in jobs:
+            flows = replay(ds, job).flows  # the default placement, 8 GPUs per host, as the report's
+            inside = int(flows.filter(pl.col("src_host") == pl.col("dst_host"))["bytes"].sum())
+            assert shown[f"job_intra_host_share:{job}"] == pytest.approx(inside / int(flows["bytes"].sum()))
+            matrix = host_matrix(replay(ds, job))
+            if matrix.height:
+                crossing += 1
+                assert shown[f"job_host_pairs:{job}"] == matrix.height
+    assert crossing >= 1, "some sample job spans several hosts, so its heatmap is drawn"

@@ -12,7 +12,7 @@ collectives; placement.py puts ranks on GPUs, hosts, racks; select.py picks each
 algorithm (NCCL-like); algorithms/ builds transfer templates that decompose.py stamps over all
 collectives of a group at once; timing.py gives start times (trace timestamps or a dependency
 replay with the α–β model of model.py); matrices.py and indicators.py summarise; flows.py,
-hpcc.py, htsim.py and astra.py write the outputs; charts.py draws the host × host heatmap.
+hpcc.py, htsim.py and astra.py write the outputs (the report draws host_matrix as a heatmap).
 
 Simulator versions targeted (each rule checked by ../shared/simcheck, evidence in
 research/simulators-run.md): HPCC ns-3 (alibaba-edu/High-Precision-Congestion-Control 9f4be2a,
@@ -68,6 +68,7 @@ class Replay:
     groups: list[tuple[int, ...]] = field(default_factory=list)
     group_names: list[str | None] = field(default_factory=list)
     label: str | None = None
+    job_class: str = "other"  # the dataset's job_class view: inferred from the collectives, or the label's
     iterations: int = 1
     notes: list[str] = field(default_factory=list)
 
@@ -107,7 +108,7 @@ def _replay(
     from tracekit.replay.assemble import assemble
     from tracekit.replay.collectives import load_job
     from tracekit.replay.decompose import decompose
-    from tracekit.replay.indicators import iterations_of, job_label
+    from tracekit.replay.indicators import class_of, iterations_of, job_label
 
     job = job if job is not None else _only_job(ds)
     if placement is None:
@@ -131,6 +132,7 @@ def _replay(
         groups=matched.groups,
         group_names=matched.group_names,
         label=job_label(ds, job),
+        job_class=class_of(ds, job),
         iterations=iterations_of(ds, job),
         notes=notes,
     )

@@ -15,8 +15,8 @@ Per job (research/meta-workload-findings.md §1.7-1.13):
   (spine), `trials` times; the max over mean load of the used leaf→spine and spine→leaf links, in
   bytes and in flows, against the ideal spread (each leaf's bytes split evenly over its uplinks).
 
-Parallelism class: `job_class` (the part of jobs.label before ':', as `tracekit generate` writes
-labels); one function so that a job_class view can replace it.
+Parallelism class: the dataset's `job_class` view (queries/job_class.sql: inferred from the
+collectives, a 'class:model' label overriding it), read by `job_classes`.
 """
 
 from __future__ import annotations
@@ -41,11 +41,15 @@ def job_label(ds: TraceDataset, job: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def job_class(label: str | None) -> str:
-    """The job's parallelism class: the label's part before ':' ('unknown' without a label)."""
-    if not label:
-        return "unknown"
-    return label.split(":", 1)[0] or "unknown"
+def class_of(ds: TraceDataset, job: str) -> str:
+    """The job's parallelism class, from the dataset's job_class query."""
+    rows = ds.sql("select class from job_class where job_id = ?", [job]).fetchall()
+    return str(rows[0][0]) if rows else "other"
+
+
+def job_classes(ds: TraceDataset) -> dict[str, str]:
+    """Each job's parallelism class, from the dataset's job_class query."""
+    return {str(job): str(cls) for job, cls in ds.query("job_class").select("job_id, class").fetchall()}
 
 
 def iterations_of(ds: TraceDataset, job: str) -> int:
@@ -76,7 +80,7 @@ def network_indicators(
     row: dict[str, Any] = {
         "job_id": result.job,
         "label": result.label,
-        "class": job_class(result.label),
+        "class": result.job_class,
         "world_size": result.world_size,
         "hosts": hosts,
         "collectives": result.collectives.height,
@@ -211,14 +215,17 @@ def fleet_locality(
     ds = dataset if isinstance(dataset, TraceDataset) else TraceDataset(dataset)
     rows = []
     try:
-        for job, label in ds.sql("select job_id, label from jobs order by job_id").fetchall():
+        classes = job_classes(ds)
+        for (job,) in ds.sql("select job_id from jobs order by job_id").fetchall():
             try:
                 flows = replay(ds, job, algorithm=algorithm, placement=placement).flows
             except TracekitError:
                 continue
             inter = int(flows.filter(pl.col("src_host") != pl.col("dst_host"))["bytes"].sum())
             total = int(flows["bytes"].sum())
-            rows.append({"job_id": job, "class": job_class(label), "bytes": total, "intra_host_bytes": total - inter})
+            rows.append(
+                {"job_id": job, "class": classes.get(job, "other"), "bytes": total, "intra_host_bytes": total - inter}
+            )
             if progress:
                 progress(1)
     finally:

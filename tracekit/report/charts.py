@@ -703,3 +703,39 @@ def job_matrix(frame: pl.DataFrame, job_id: str, ranks_per_cell: int) -> Spec:
         )
     )
     return _finish(chart)
+
+
+def job_hosts(frame: pl.DataFrame, job_id: str, gpus_per_host: int) -> Spec:
+    """Figure: network bytes from each host to each other host (the Meta paper's Figure 3)."""
+    import altair as alt
+
+    hosts = max(1, frame["src_host"].n_unique(), frame["dst_host"].n_unique())
+    chart = (
+        alt.Chart(frame.select("src_host", "dst_host", "bytes", "share"))
+        .mark_rect()
+        .encode(
+            x=alt.X("dst_host:O", title="receiving host"),
+            y=alt.Y("src_host:O", title="sending host"),
+            color=alt.Color(
+                "share:Q",
+                title="share of the busiest pair",
+                scale=alt.Scale(scheme="blues", domain=[0, 1]),
+                legend=alt.Legend(format=".0%"),
+            ),
+            tooltip=[
+                alt.Tooltip("src_host:O", title="from host"),
+                alt.Tooltip("dst_host:O", title="to host"),
+                alt.Tooltip("bytes:Q", format=",.0f"),
+                alt.Tooltip("share:Q", format=".0%"),
+            ],
+        )
+        .properties(
+            width=alt.Step(max(6, min(28, 420 // hosts))),
+            height=alt.Step(max(6, min(28, 420 // hosts))),
+            title=_title(
+                f"{job_id}: traffic between hosts",
+                f"Collectives replayed as flows, {gpus_per_host} GPUs per host; bytes inside a host (NVLink) left out.",
+            ),
+        )
+    )
+    return _finish(chart)

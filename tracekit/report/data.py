@@ -31,6 +31,9 @@ MAX_JOB_SECTIONS = 12
 JOBS_TABLE_ROWS = 100
 # A rank x rank all-to-allv matrix up to this many ranks; above it, one cell per 8-rank host.
 MATRIX_RANKS = 64
+# A job section replays the job (tracekit.replay, default placement: 8 GPUs per host) for its host x
+# host traffic matrix when that takes at most this many flows; `tracekit replay` does bigger jobs.
+REPLAY_MAX_FLOWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,18 @@ class FleetData:
 
 
 @dataclass
+class HostTraffic:
+    """A job's collectives replayed as flows, summed host to host (the paper's Figure 3)."""
+
+    matrix: pl.DataFrame  # src_host, dst_host, bytes, share: network bytes only
+    bytes: int  # every flow's bytes, NVLink inside a host included
+    intra_host_bytes: int
+    gpus_per_host: int
+    hosts: int
+    note: str | None = None  # why there is no replay (too large, nothing to replay)
+
+
+@dataclass
 class JobData:
     """One job's section."""
 
@@ -167,6 +182,7 @@ class JobData:
     stragglers: pl.DataFrame
     matrix: pl.DataFrame
     ranks_per_cell: int
+    hosts: HostTraffic | None = None
     query_seconds: float = 0.0
 
 
@@ -235,9 +251,37 @@ def load_job(ds: TraceDataset, job: dict[str, Any]) -> JobData:
         stragglers=run.frame("job_stragglers", {"job_id": job_id}),
         matrix=run.frame("alltoallv_matrix", {"job_id": job_id, "ranks_per_cell": cell}),
         ranks_per_cell=cell,
+        hosts=host_traffic(ds, job_id),
     )
     data.query_seconds = run.seconds
     return data
+
+
+def host_traffic(ds: TraceDataset, job_id: str) -> HostTraffic:
+    """The job replayed with the default placement, summed host to host."""
+    import polars as pl
+
+    from tracekit.errors import TracekitError
+    from tracekit.replay import Placement, host_matrix, replay
+
+    placement = Placement()
+    try:
+        result = replay(ds, job_id, placement=placement, max_flows=REPLAY_MAX_FLOWS)
+    except TracekitError as exc:
+        empty = pl.DataFrame(
+            schema={"src_host": pl.Int64, "dst_host": pl.Int64, "bytes": pl.Int64, "share": pl.Float64}
+        )
+        return HostTraffic(empty, 0, 0, placement.gpus_per_host, 0, note=str(exc))
+    flows = result.flows
+    inside = flows.filter(pl.col("src_host") == pl.col("dst_host"))
+    hosts = pl.concat([flows["src_host"], flows["dst_host"]]).n_unique() if flows.height else 0
+    return HostTraffic(
+        host_matrix(result),
+        int(flows["bytes"].sum() or 0),
+        int(inside["bytes"].sum() or 0),
+        placement.gpus_per_host,
+        hosts,
+    )
 
 
 def pick_jobs(jobs: pl.DataFrame, wanted: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -477,3 +477,30 @@ def job_matrix(job: JobData) -> Sentence:
             " the mean pair",
         ]
     return [*parts, "."]
+
+
+def job_hosts(job: JobData) -> Sentence:
+    traffic = job.hosts
+    if traffic is None or not traffic.bytes:
+        return []
+    key = job.job["job_id"]
+    inside = traffic.intra_host_bytes / traffic.bytes
+    parts: Sentence = [
+        f"Replayed as flows ({traffic.gpus_per_host} GPUs per host), ",
+        Num(f"job_intra_host_share:{key}", inside, percent(inside)),
+        " of the bytes the job sends stay inside a host (NVLink)",
+    ]
+    matrix = traffic.matrix
+    if matrix.is_empty():
+        if traffic.hosts <= 1:
+            return [*parts, ": the job fits in one host."]
+        return [*parts, f"; nothing crosses the network between its {human_count(traffic.hosts)} hosts."]
+    most = int(fmax(matrix.group_by("src_host").len()["len"]))
+    return [
+        *parts,
+        "; across the network, ",
+        Num(f"job_host_pairs:{key}", matrix.height, human_count(matrix.height)),
+        f" host {plural(matrix.height, 'pair')} carry traffic and a host sends to at most ",
+        Num(f"job_peer_hosts_max:{key}", most, human_count(most)),
+        f" other {plural(most, 'host')} (of {human_count(max(traffic.hosts - 1, 0))}).",
+    ]

@@ -36,6 +36,7 @@ class Figure:
     empty: str | None = None
     queries: list[str | tuple[str, dict[str, Any]]] = field(default_factory=list)  # name, or (name, params)
     after: str = ""  # extra HTML below the chart (already escaped), e.g. a table
+    replay_job: str | None = None  # the figure shows this job replayed as flows (`tracekit replay`)
 
 
 @dataclass
@@ -114,9 +115,12 @@ def _figure_html(figure: Figure, number: int, doc: Document, specs: dict[str, An
     else:
         parts.append(f'<p class="nodata">No data: {escape(figure.empty or "nothing to show.")}</p>')
     parts.append(figure.after)
-    if figure.queries:
-        commands = " · ".join(f"<code>{escape(query_command(q, doc.dataset_arg))}</code>" for q in figure.queries)
-        parts.append(f"<figcaption>Data: {commands}{escape(doc.caption_note)}</figcaption>")
+    commands = [query_command(q, doc.dataset_arg) for q in figure.queries]
+    if figure.replay_job is not None:
+        commands.append(replay_command(figure.replay_job, doc.dataset_arg))
+    if commands:
+        shown = " · ".join(f"<code>{escape(c)}</code>" for c in commands)
+        parts.append(f"<figcaption>Data: {shown}{escape(doc.caption_note)}</figcaption>")
     parts.append("</figure>")
     return "".join(parts)
 
@@ -130,6 +134,13 @@ def query_command(query: str | tuple[str, dict[str, Any]], dataset_arg: str) -> 
     for key, value in params.items():
         words += ["--param", f"{key}={value}"]
     return shlex.join(words)
+
+
+def replay_command(job: str, dataset_arg: str) -> str:
+    """The shell command that writes a job's flows and traffic matrices: `tracekit replay DATASET --job J`."""
+    import shlex
+
+    return shlex.join(["tracekit", "replay", dataset_arg or "DATASET", "--job", job, "-o", "replay-out"])
 
 
 def render(doc: Document) -> str:

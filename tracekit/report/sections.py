@@ -13,7 +13,7 @@ from tracekit.report.page import Figure, Section, escape, table_html
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracekit.report.data import FleetData, JobData, ReportData
+    from tracekit.report.data import FleetData, HostTraffic, JobData, ReportData
 
 
 def fleet_section(fleet: FleetData) -> Section:
@@ -188,7 +188,27 @@ def job_section(job: JobData) -> Section:
                 queries=[("alltoallv_matrix", {"job_id": job_id, "ranks_per_cell": job.ranks_per_cell})],
             )
         )
+    if job.hosts is not None:
+        figures.append(host_figure(job, job.hosts))
     return Section(f"job-{_slug(job_id)}", f"Job {job_id}{label}", [headlines.job_intro(job)], figures)
+
+
+def host_figure(job: JobData, traffic: HostTraffic) -> Figure:
+    job_id = job.job["job_id"]
+    if traffic.note:
+        empty = f"the job could not be replayed here ({traffic.note})."
+    elif not traffic.bytes:
+        empty = "the job has no collective to replay."
+    else:
+        empty = f"no byte crosses the network: the job fits in one host of {traffic.gpus_per_host} GPUs."
+    return Figure(
+        f"fig-job-{_slug(job_id)}-hosts",
+        f"{job_id}: traffic between hosts",
+        [headlines.job_hosts(job)],
+        charts.job_hosts(traffic.matrix, job_id, traffic.gpus_per_host) if traffic.matrix.height else None,
+        empty,
+        replay_job=job_id,
+    )
 
 
 def _positive(frame: pl.DataFrame, column: str) -> bool:
