@@ -120,6 +120,12 @@ def _replay(
     parts = decompose(matched, placement, model, algorithm, max_flows, progress)
     notes = matched.notes + parts.notes
     flows, collectives, timing = assemble(ds, matched, parts, placement, model, notes)
+    if flows.height and not flows.filter(flows["src_host"] != flows["dst_host"]).height:
+        notes.append(
+            f"job {job}: its {matched.world_size} ranks share one host ({placement.gpus_per_host} GPUs per host), "
+            "so no flow crosses the network: the hpcc and htsim inputs hold only NVLink flows given --intra-host; "
+            "--gpus-per-host or --placement spreads the ranks over hosts"
+        )
     return Replay(
         job=job,
         world_size=matched.world_size,
