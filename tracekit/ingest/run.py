@@ -29,7 +29,7 @@ from typing import Any
 from tracekit import __version__, interrupts
 from tracekit.dataset import Dataset, RunChanges
 from tracekit.errors import InputError, Interrupted, TracekitError
-from tracekit.ingest.discover import ARCHIVE, TRACE_SUFFIXES, Discovery, InputFile, JobInfo, discover, with_data
+from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover, with_data
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
 from tracekit.ingest.jobs import decide_rank, finish_job, missing_note
 from tracekit.ingest.worker import ParsedFile, Task, content_key, init_worker, make_trace_id, parse_batch, set_known
@@ -130,9 +130,11 @@ def ingest(
 def _nothing_to_ingest(paths: Sequence[str | Path], found: Discovery) -> str:
     if found.errors:
         return "nothing to ingest: " + "; ".join(found.errors)
-    kinds = ", ".join(sorted({s for s in TRACE_SUFFIXES if s.count(".") == 1}))
     where = ", ".join(str(p) for p in paths)
-    return f"nothing to ingest: no trace files under {where} (looked for {kinds} files, also gzipped)"
+    return (
+        f"nothing to ingest: no trace files under {where} "
+        "(looked for .et, .json and .pb files, plain or gzipped, and .tar/.tgz archives)"
+    )
 
 
 def _run(
