@@ -170,7 +170,7 @@ class _progress:
             transient=True,
         )
         self.bar.start()
-        self.task = self.bar.add_task("reading", total=None)
+        self.task = self.bar.add_task("finding files", total=None)
         return self.update
 
     def update(self, event: IngestProgress) -> None:
