@@ -152,61 +152,84 @@ def _run(
         held = [(r["job_id"], r["source"]) for r in dataset.query_rows("select job_id, source from jobs", [])]
         ids = JobIds(held)
         _assign_jobs(found.files, ids)
-        total = len(found.files)
-        if progress:
-            progress(Progress("parse", 0, total))
-        by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = {}
-        duplicates: list[ParsedFile] = []
-        skipped: list[str] = []
-        parsing = _parse_all(found.files, staging, dataset.known_trace_ids(), _known_content(dataset), workers)
-        with closing(parsing):  # an interrupt between two files stops the pool too
-            for parsed, info in parsing:
-                _stop_if(interrupted)
-                report.files_seen += 1
-                if progress:
-                    progress(Progress("parse", report.files_seen, total, parsed.name))
-                if parsed.skipped:
-                    report.files_skipped += 1
-                    skipped.append(parsed.trace_id)
-                elif parsed.duplicate:
-                    duplicates.append(parsed)
-                else:
-                    by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
-        duplicates += _drop_repeats(by_job)
+        read = _read_all(dataset, found.files, staging, report, workers, progress, interrupted)
+        by_job = read.by_job
+        duplicates = read.duplicates + _drop_repeats(by_job)
         report.files_duplicate = len(duplicates)
-        report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates, by_job)
+        report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates)
         report.warnings += join_host_and_device_archives(
             by_job, _places(found.files), _ranks(by_job), ids, {job_id for job_id, _ in held}
         )
         changes = _finish(dataset, by_job, report.run_id)
         _report_rows(report, changes, by_job)
-        if not by_job:
+        if by_job:
+            if progress:
+                progress(Progress("write", report.files_seen, len(found.files)))
+            _stop_if(interrupted)
+            _commit(dataset, changes, report, started, staging)
+        else:
             dataset.discard(staging)
-            report.missing = _missing_ranks(dataset, [], skipped)
-            return
-        if progress:
-            progress(Progress("write", report.files_seen, total))
-        changes.run = {
-            "run_id": report.run_id,
-            "started_at": started,
-            "committed_at": datetime.now(UTC),
-            "files_seen": report.files_seen,
-            "files_added": report.files_added,
-            "files_failed": len([t for t in changes.traces if t["status"] == "error"]),
-            "tracekit_version": __version__,
-        }
-        for row in changes.traces:
-            row["ingested_at"] = changes.run["committed_at"]
-        _stop_if(interrupted)
-        dataset.commit(changes, staging)
-        report.written = True
-        report.missing = _missing_ranks(dataset, list(by_job), skipped)
+        report.missing = _missing_ranks(dataset, list(by_job), read.skipped)
     except BaseException:
         report.written = dataset.committed_run == report.run_id
         if not report.written:
             with interrupts.deferred():  # a second Ctrl-C (or a library's echo of the first) waits
                 dataset.discard(staging)
         raise
+
+
+@dataclass
+class _Read:
+    by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = field(default_factory=dict)
+    duplicates: list[ParsedFile] = field(default_factory=list)  # already in the dataset, in another job
+    skipped: list[str] = field(default_factory=list)  # trace ids already in the dataset
+
+
+def _read_all(
+    dataset: Dataset,
+    files: list[InputFile],
+    staging: Path,
+    report: IngestReport,
+    workers: int | None,
+    progress: ProgressCallback | None,
+    interrupted: Callable[[], bool],
+) -> _Read:
+    """Parse every file, sorting out what is new, by job."""
+    read = _Read()
+    total = len(files)
+    if progress:
+        progress(Progress("parse", 0, total))
+    parsing = _parse_all(files, staging, dataset.known_trace_ids(), _known_content(dataset), workers)
+    with closing(parsing):  # an interrupt between two files stops the pool too
+        for parsed, info in parsing:
+            _stop_if(interrupted)
+            report.files_seen += 1
+            if progress:
+                progress(Progress("parse", report.files_seen, total, parsed.name))
+            if parsed.skipped:
+                report.files_skipped += 1
+                read.skipped.append(parsed.trace_id)
+            elif parsed.duplicate:
+                read.duplicates.append(parsed)
+            else:
+                read.by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
+    return read
+
+
+def _commit(dataset: Dataset, changes: RunChanges, report: IngestReport, started: datetime, staging: Path) -> None:
+    changes.run = {
+        "run_id": report.run_id,
+        "started_at": started,
+        "committed_at": datetime.now(UTC),
+        "files_seen": report.files_seen,
+        "files_added": report.files_added,
+        "files_failed": len([t for t in changes.traces if t["status"] == "error"]),
+        "tracekit_version": __version__,
+    }
+    for row in changes.traces:
+        row["ingested_at"] = changes.run["committed_at"]
+    dataset.commit(changes, staging)
+    report.written = True
 
 
 def _stop_if(interrupted: Callable[[], bool]) -> None:
@@ -257,9 +280,7 @@ def _drop_repeats(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> list[P
     return dropped
 
 
-def _duplicate_notes(
-    dataset: Dataset, duplicates: list[ParsedFile], by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]
-) -> list[str]:
+def _duplicate_notes(dataset: Dataset, duplicates: list[ParsedFile]) -> list[str]:
     if not duplicates:
         return []
     held: dict[str, tuple[str, str]] = {}
