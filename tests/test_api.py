@@ -74,10 +74,11 @@ def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path)
         summary = ds.summary()
     assert summary == report.totals
     assert isinstance(summary, DatasetSummary)
-    assert (summary.jobs, summary.ranks, summary.traces_ok, summary.traces_error) == (1, 2, 2, 2)
+    assert (summary.jobs, summary.ranks, summary.traces_ok, summary.traces_error) == (1, 2, 2, 1)
     assert summary.collectives == [CollectiveTotal("ALL_REDUCE", 2, 2 << 20), CollectiveTotal("BROADCAST", 2, 16)]
-    assert len(summary.errors) == 2 and any("truncated record" in e for e in summary.errors)
-    assert any("rank 1 of 3 has no trace file" in e for e in summary.errors)
+    assert len(summary.errors) == 1 and "truncated record" in summary.errors[0]
+    # Rank 1 has no file: a note on the job, not an error row (rank 3's unreadable file is the error).
+    assert summary.missing == ["job gap: rank 1 of 3 missing"]
 
 
 def test_open_refuses_what_is_not_a_dataset(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,8 +19,37 @@ if TYPE_CHECKING:
     from tracekit.api import DatasetSummary
     from tracekit.errors import TracekitError
     from tracekit.ingest.run import IngestReport
+    from tracekit.ingest.run import Progress as IngestProgress
+
+
+class _Group(typer.core.TyperGroup):
+    """Help shows what to type (PATH, DATASET, N), never Python types such as `<list[Path]>`."""
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)
+        for param in params:
+            _show_metavar_only(param)
+        return params
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            for param in [*command.params, command.get_help_option(ctx)]:
+                if param is not None:
+                    _show_metavar_only(param)
+        return command
+
+
+def _show_metavar_only(param: Any) -> None:
+    # typer renders the annotation's type beside each parameter; an argument's name column already
+    # shows its metavar, and a flag takes no value.
+    flag_or_argument = getattr(param, "is_flag", False) or isinstance(param, typer.core.TyperArgument)
+    shown = None if flag_or_argument else param.metavar
+    param.display_type_rich = lambda ctx: shown
+
 
 app = typer.Typer(
+    cls=_Group,
     help="Fleet-wide analysis of the collectives in distributed-training traces.",
     no_args_is_help=True,
     add_completion=False,
@@ -27,35 +57,61 @@ app = typer.Typer(
 )
 
 EXIT_INPUT_ERRORS = 1
+EXIT_INTERRUPTED = 130
 _ERRORS_SHOWN = 10
+_WARNINGS_SHOWN = 10
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tracekit._version import __version__
+
+        typer.echo(f"tracekit {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Fleet-wide analysis of the collectives in distributed-training traces."""
 
 
 @app.command()
 def ingest(
     paths: Annotated[
-        list[Path], typer.Argument(help="Trace files, folders (searched recursively) and tar/tgz archives.")
+        list[Path],
+        typer.Argument(help="Trace files, folders (searched recursively) and tar/tgz archives.", metavar="PATH"),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset folder to create or add to.")],
-    job: Annotated[str | None, typer.Option(help="Put every input in this one job.")] = None,
-    label: Annotated[str | None, typer.Option(help="Model or workload name of the job(s).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset folder to create or add to.", metavar="DATASET")],
+    job: Annotated[str | None, typer.Option(help="Put every input in this one job.", metavar="NAME")] = None,
+    label: Annotated[str | None, typer.Option(help="Model or workload name of the job(s).", metavar="MODEL")] = None,
     manifest: Annotated[
         Path | None,
-        typer.Option(help="CSV mapping files/folders/archives to jobs: columns job_id, path[, label, started_at]."),
+        typer.Option(
+            help="CSV mapping files/folders/archives to jobs: columns job_id, path[, label, started_at].",
+            metavar="FILE",
+        ),
     ] = None,
-    workers: Annotated[int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
+    workers: Annotated[
+        int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).", metavar="N")
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a job lacks ranks, too.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no summary; errors and warnings only.")
+    ] = False,
 ) -> None:
     """Parse traces (Chakra ET/JSON, PyTorch ET, Kineto) into DATASET as Parquet plus a DuckDB file.
 
     Example: tracekit ingest sample_traces --out sample.dataset
 
-    Exit code 0: all inputs ingested; 1: some inputs failed (each has a `traces` row with
-    status 'error'); 3: the dataset could not be written.
+    Exit codes: 0 every input file was read (ranks a job lacks are a warning: `job J: ranks 1–7 of
+    8 missing`); 1 some inputs could not be read (each has a `traces` row with status 'error'), or,
+    with --strict, a job lacks ranks; 2 nothing to ingest, or bad arguments or manifest (nothing
+    written); 3 the dataset cannot be written (e.g. it is open in another program); 130
+    interrupted (the dataset is unchanged).
     """
     from rich.console import Console
 
@@ -64,21 +120,24 @@ def ingest(
 
     console = Console(stderr=True)
     try:
-        with _progress(console, quiet) as advance:
-            report = run_ingest(paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=advance)
+        with _progress(console, quiet) as progress:
+            report = run_ingest(paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=progress)
+        if not quiet:
+            _summary(console, report)
+        else:
+            _notes(console, report)
     except TracekitError as exc:
         _fail(console, exc)
-    if not quiet:
-        _summary(console, report)
-    else:
-        for error in report.errors:
-            console.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
-    if not report.ok:
+    except KeyboardInterrupt:
+        # After the commit point (the summary): the dataset holds the run.
+        console.print("interrupted", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not report.ok or (strict and not report.complete):
         raise typer.Exit(EXIT_INPUT_ERRORS)
 
 
 class _progress:
-    """A progress bar on a terminal; nothing otherwise."""
+    """A progress bar on a terminal (files done of the total, percent, ETA, then the final write)."""
 
     def __init__(self, console: Console, quiet: bool) -> None:
         self.enabled = console.is_terminal and not quiet
@@ -87,19 +146,38 @@ class _progress:
     def __enter__(self) -> Any:
         if not self.enabled:
             return None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.bar = Progress(
-            TextColumn("ingest"),
+            TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed} files {task.fields[last]}"),
+            TaskProgressColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files"),
+            TimeRemainingColumn(),
             TimeElapsedColumn(),
+            SpinnerColumn(finished_text=""),
             console=self.console,
             transient=True,
         )
         self.bar.start()
-        task = self.bar.add_task("ingest", total=None, last="")
-        return lambda parsed: self.bar.update(task, advance=1, last=parsed.name)
+        self.task = self.bar.add_task("finding files", total=None)
+        return self.update
+
+    def update(self, event: IngestProgress) -> None:
+        if event.stage == "write":
+            self.bar.update(self.task, description="writing the dataset", total=None, completed=event.done)
+        else:
+            self.bar.update(self.task, description="reading", total=event.total or None, completed=event.done)
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
@@ -118,16 +196,33 @@ def _human_bytes(value: float | None) -> str:
 
 def _summary(console: Console, report: IngestReport) -> None:
     failed = len(report.errors)
+    duplicates = f", {report.files_duplicate} duplicates not added" if report.files_duplicate else ""
     console.print(
-        f"[bold]{report.files_added}[/bold] files added, {report.files_skipped} already present, "
+        f"[bold]{report.files_added}[/bold] files added, {report.files_skipped} already present{duplicates}, "
         f"[{'red' if failed else 'green'}]{failed} failed[/] → {report.dataset}",
         highlight=False,
     )
     _totals(console, report.totals)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
+    _notes(console, report)
+    if (report.dataset / "tracekit.duckdb").is_file():
+        console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+
+
+def _notes(console: Console, report: IngestReport) -> None:
+    """Warnings (jobs lacking ranks first, once per job), then errors; each list capped."""
+    _warnings(console, report.missing + report.warnings)
     _errors(console, report.errors)
-    console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+
+
+def _warnings(console: Console, warnings: list[str]) -> None:
+    for warning in warnings[:_WARNINGS_SHOWN]:
+        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
+    if len(warnings) > _WARNINGS_SHOWN:
+        console.print(
+            f"... and {len(warnings) - _WARNINGS_SHOWN} more warnings: "
+            "select path, unnest(warnings) from traces; select * from jobs where ranks_missing > 0",
+            highlight=False,
+        )
 
 
 def _totals(console: Console, summary: DatasetSummary | None) -> None:
@@ -158,7 +253,8 @@ def _errors(console: Console, errors: list[str]) -> None:
 
 @app.command()
 def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
-    """Summarise a dataset: jobs, ranks, collectives by type and bytes, and the files that failed.
+    """Summarise a dataset: jobs, ranks, collectives by type and bytes, the jobs lacking ranks and
+    the files that failed.
 
     Example: tracekit info sample.dataset
     """
@@ -174,11 +270,15 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
     except TracekitError as exc:
         _fail(console, exc)
     _totals(console, summary)
+    _warnings(console, summary.missing)
     _errors(console, summary.errors)
 
 
 def _fail(console: Console, exc: TracekitError) -> NoReturn:
-    console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+    from tracekit.errors import Interrupted
+
+    prefix = "" if isinstance(exc, Interrupted) else "[red]error:[/red] "
+    console.print(f"{prefix}{_escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code) from exc
 
 
@@ -232,7 +332,7 @@ def generate(
 
     With --fit DATASET: write the profile fitted to an ingested dataset (statistics only, no traces)
     to --out (a .toml file), to regenerate a look-alike fleet with --profile.
-    Exit code 0: done; 3: bad profile, existing fleet, or unreadable dataset.
+    Exit code 0: done; 2: bad profile or arguments (e.g. --out already holds a fleet); 3: unreadable dataset.
     """
     from rich.console import Console
 
@@ -346,7 +446,8 @@ def replay(
     Writes OUT/flows.parquet (one row per flow), collectives.parquet, matrix_{gpu,host,rack}.parquet,
     indicators.parquet, burstiness.parquet, replay.duckdb (queries/replay/*.sql as views) and
     replay.json, plus OUT/hpcc/, OUT/htsim/ or OUT/astra/ for each --format.
-    Exit code 0: done; 3: unknown job, bad placement or a limit passed (the message says which).
+    Exit code 0: done; 2: unknown job, bad placement or a limit passed (the message says which);
+    3: no such dataset, or OUT cannot be written.
     """
     from rich.console import Console
 
@@ -505,7 +606,8 @@ def report(
 
     Example: tracekit report sample.dataset -o report.html
     Example: tracekit report fleet.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
-    Exit code 0: written; 3: no such dataset or job, bad date, or the file cannot be written.
+    Exit code 0: written; 2: no such job, bad date or --compare; 3: no such dataset, or the file cannot
+    be written.
     """
     from rich.console import Console
 
@@ -575,7 +677,7 @@ def query(
 
     Example: tracekit query collective_mix_by_class sample.dataset
     Example: tracekit query group_size_trend sample.dataset -p start=2023-01-01 -p period_months=3 -f csv
-    Exit code 0: done; 3: unknown query or parameter, no such dataset, or the file cannot be written.
+    Exit code 0: done; 2: unknown query or parameter; 3: no such dataset, or the file cannot be written.
     """
     from rich.console import Console
 

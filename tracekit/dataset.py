@@ -9,8 +9,9 @@ The DuckDB file holds its own copy of the data, so the dataset keeps working whe
 moved or copied (views over Parquet paths would not). A run prepares a complete new DuckDB file and
 the new Parquet files in DATASET/.staging/, then replaces the DuckDB file with one rename: that is
 the commit. The Parquet files are moved into place after it; a run interrupted before the rename
-leaves the previous dataset whole, and one interrupted after it is finished by the next run
-(`recover`). The DuckDB file is written in a storage format that the DuckDB 1.5 shell reads.
+leaves the previous dataset whole, and one killed after it is finished by the next run (`recover`).
+Ctrl-C (SIGINT) waits while the rename and the moves run, so it never splits them. The DuckDB
+file is written in a storage format that the DuckDB 1.5 shell reads.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import TABLES, arrow_schema, table_from_rows
 
@@ -64,6 +66,9 @@ class RunChanges:
 class Dataset:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        # The run whose commit point this object passed: its staging folder must survive a failure
+        # after that point, for `recover` to finish the moves.
+        self.committed_run: str | None = None
 
     @property
     def db_path(self) -> Path:
@@ -121,7 +126,14 @@ class Dataset:
     def connect(self, read_only: bool = True) -> duckdb.DuckDBPyConnection:
         import duckdb
 
-        return duckdb.connect(str(self.db_path), read_only=read_only)
+        try:
+            return duckdb.connect(str(self.db_path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise DatasetError(
+                    f"{self.root}: the dataset is open in another program: close it or use --out elsewhere"
+                ) from exc
+            raise DatasetError(f"{self.db_path}: cannot open ({_first_line(exc)})") from exc
 
     def query_rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         """Rows of a query against the committed dataset, as dicts; none when there is no dataset."""
@@ -141,7 +153,8 @@ class Dataset:
         return grouped
 
     def known_trace_ids(self) -> frozenset[str]:
-        return frozenset(r["trace_id"] for r in self.query_rows("select trace_id from traces", []))
+        """Files the dataset holds and read well: a file with an error row is read again."""
+        return frozenset(r["trace_id"] for r in self.query_rows("select trace_id from traces where status = 'ok'", []))
 
     def commit(self, changes: RunChanges, staging: Path) -> None:
         """Write the run into a new DuckDB file and Parquet files, then swap them in."""
@@ -154,10 +167,12 @@ class Dataset:
         marker.write_text(json.dumps({"run_id": changes.run_id, "moves": moves}))
         _fsync(marker)
         _fsync(new_db)
-        os.replace(new_db, self.db_path)  # the commit point
-        _fsync_dir(self.root)
-        _apply_moves(moves)
-        self.discard(staging)
+        with interrupts.deferred():  # past the commit point the run finishes
+            os.replace(new_db, self.db_path)  # the commit point
+            self.committed_run = changes.run_id
+            _fsync_dir(self.root)
+            _apply_moves(moves)
+            self.discard(staging)
 
     def discard(self, staging: Path) -> None:
         """Remove a run's staging folder (and the staging root once empty)."""
@@ -171,6 +186,15 @@ class Dataset:
         import duckdb
 
         con = duckdb.connect()
+        try:
+            with interrupts.interrupting(con):
+                return self._write(con, changes, new_db, out)
+        finally:
+            con.close()
+
+    def _write(
+        self, con: duckdb.DuckDBPyConnection, changes: RunChanges, new_db: Path, out: Path
+    ) -> list[tuple[str, str]]:
         con.execute("SET enable_progress_bar = false")  # it would draw on the user's terminal
         fresh = not new_db.exists()
         option = f" (STORAGE_VERSION '{STORAGE_VERSION}')" if fresh else ""
@@ -178,12 +202,19 @@ class Dataset:
         for table in TABLES:
             con.register("empty_table", arrow_schema(table).empty_table())
             con.execute(f"CREATE TABLE IF NOT EXISTS d.{table} AS SELECT * FROM empty_table")
+            _add_new_columns(con, table)
             con.unregister("empty_table")
         touched = sorted({j["job_id"] for j in changes.jobs})
         con.register("new_traces", table_from_rows("traces", changes.traces))
         con.execute("CREATE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS job_id", [touched])
-        # Rows that describe a whole job are recomputed for every job the run touched.
+        # Rows that describe a whole job are recomputed for every job the run touched (datasets of
+        # earlier versions hold one error row per missing rank, with no path).
         con.execute("DELETE FROM d.traces WHERE path IS NULL AND job_id IN (SELECT job_id FROM touched)")
+        # A file read again replaces its error row (or its row, if it failed the same way again).
+        con.execute(
+            "DELETE FROM d.traces t WHERE t.trace_id IN (SELECT trace_id FROM new_traces) OR (t.status = 'error' "
+            "AND EXISTS (SELECT 1 FROM new_traces n WHERE n.job_id = t.job_id AND n.path = t.path))"
+        )
         for table in ("jobs", "process_groups"):
             con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
         con.execute("INSERT INTO d.traces BY NAME SELECT * FROM new_traces")
@@ -203,7 +234,6 @@ class Dataset:
         _store_queries(con)
         con.execute("CHECKPOINT d")
         con.execute("DETACH d")
-        con.close()
         return moves
 
     @staticmethod
@@ -233,6 +263,18 @@ class Dataset:
         target.parent.mkdir(parents=True, exist_ok=True)
         con.execute(f"COPY ({query}) TO '{_sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)")
         return (str(target), str(final))
+
+
+def _add_new_columns(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Columns the data model gained since the dataset was written (null in its existing rows)."""
+    have = {row[0] for row in con.execute(f"DESCRIBE d.{table}").fetchall()}
+    for name, duck_type, *_ in con.execute("DESCRIBE empty_table").fetchall():
+        if name not in have:
+            con.execute(f'ALTER TABLE d.{table} ADD COLUMN "{name}" {duck_type}')
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
@@ -290,11 +332,19 @@ class DatasetSummary:
     traces_error: int
     collectives: list[CollectiveTotal]
     errors: list[str]
+    missing: list[str]  # a line per job lacking ranks: `job J: ranks 1–7 of 8 missing`
+
+
+def missing_note(job_id: str, count: int, ranges: str | None, world_size: int | None) -> str:
+    """The warning a job lacking ranks gets: `job J: ranks 1–7 of 8 missing`."""
+    noun = "rank" if count == 1 else "ranks"
+    return f"job {job_id}: {noun} {(ranges or str(count)).replace('-', '–')} of {world_size} missing"
 
 
 def summarize(con: duckdb.DuckDBPyConnection) -> DatasetSummary:
     """Jobs, ranks with a readable trace, traces ok and failed, collectives by comm_type (most
-    frequent first, with their input bytes), and the one-line error of every failed file."""
+    frequent first, with their input bytes), the one-line error of every failed file, and a line per
+    job lacking ranks."""
     one = con.execute(
         "select (select count(*) from jobs), (select count(*) from (select distinct job_id, rank "
         "from traces where status = 'ok')), (select count(*) from traces where status = 'ok'), "
@@ -304,7 +354,12 @@ def summarize(con: duckdb.DuckDBPyConnection) -> DatasetSummary:
     by_type = con.execute(
         "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc, 1"
     ).fetchall()
-    errors = con.execute("select error from traces where status = 'error' order by 1").fetchall()
+    errors = con.execute(
+        "select error from traces where status = 'error' order by job_id, rank nulls last, path"
+    ).fetchall()
+    missing = con.execute(
+        "select job_id, ranks_missing, missing_ranks, world_size from jobs where ranks_missing > 0 order by job_id"
+    ).fetchall()
     return DatasetSummary(
         jobs=one[0],
         ranks=one[1],
@@ -312,6 +367,7 @@ def summarize(con: duckdb.DuckDBPyConnection) -> DatasetSummary:
         traces_error=one[3],
         collectives=[CollectiveTotal(t, n, None if b is None else int(b)) for t, n, b in by_type],
         errors=[e[0] for e in errors],
+        missing=[missing_note(*row) for row in missing],
     )
 
 

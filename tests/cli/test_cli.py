@@ -96,9 +96,10 @@ def test_python_dash_m_and_console_script_agree() -> None:
 
 def test_info_summarises_a_dataset_and_its_failures(tmp_path: Path) -> None:
     write_et_job(tmp_path / "in" / "gap", [0, 2], [("ALL_REDUCE", 1 << 20)])
+    (tmp_path / "in" / "gap" / "gap.3.et").write_bytes(et_bytes([("ALL_REDUCE", 64)])[:-2])
     assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 1
     result = tracekit("info", tmp_path / "ds")
     assert result.returncode == 0, result.stderr
     assert "1 jobs, 2 ranks, 2 traces ok, 1 with errors" in result.stdout
-    assert "error: job gap: rank 1 of 3 has no trace file" in result.stdout
+    assert f"error: {tmp_path / 'in' / 'gap' / 'gap.3.et'} at record" in result.stdout
     assert tracekit("info", tmp_path / "in").returncode == 3

@@ -88,12 +88,12 @@ def test_query_parameters_and_parquet(dataset: Path, tmp_path: Path) -> None:
         (["report", "--compare", "no-such-thing"], "neither a tracekit dataset nor a period"),
     ],
 )
-def test_bad_arguments_get_one_line_and_exit_3(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_arguments_get_one_line_and_exit_2(dataset: Path, tmp_path: Path, args: list[str], message: str) -> None:
     where = [str(dataset)] if args[0] == "report" else ([str(dataset)] if len(args) == 2 else [])
     if args[0] == "query" and len(args) > 2:
         args = [*args[:2], str(dataset), *args[2:]]
     result = run_tracekit(*args, *where, *(["-o", str(tmp_path / "r.html")] if args[0] == "report" else []))
-    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
 

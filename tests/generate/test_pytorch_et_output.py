@@ -85,10 +85,15 @@ def test_one_gzip_json_per_rank_named_for_its_rank(pair: Pair) -> None:
 
 
 def test_traces_are_pytorch_et_and_ok(pair: Pair) -> None:
-    rows = _sql(pair.json_ds, "select format, status, rank_source, schema_version, count(*) from traces group by all")
-    assert [r[:4] for r in rows] == [("pytorch_et", "ok", "file_name", "1.1.1-chakra.0.0.4")]
+    rows = _sql(pair.json_ds, "select format, status, schema_version, count(*) from traces group by all")
+    assert [r[:3] for r in rows] == [("pytorch_et", "ok", "1.1.1-chakra.0.0.4")]
     chakra = _sql(pair.chakra_ds, "select count(*) from traces where status = 'ok'")[0][0]
-    assert rows[0][4] == chakra
+    assert rows[0][3] == chakra
+    # The default group's rank argument where the trace records only the whole world; the name where
+    # it records sub-groups too (a rank argument may then be local to one of them). Never a conflict.
+    sources = _sql(pair.json_ds, "select distinct rank_source from traces order by 1")
+    assert sources == [("collective_args",), ("file_name",)]
+    assert _sql(pair.json_ds, "select count(*) from traces where len(warnings) > 0") == [(0,)]
 
 
 def test_jobs_keep_manifest_label_and_start(pair: Pair) -> None:

@@ -22,11 +22,25 @@ def public_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"public reference traces not present at {PUBLIC_TRACES} (../shared is absent)")
     out = tmp_path_factory.mktemp("public") / "ds"
     report = ingest([PUBLIC_TRACES], out)
-    # The two 2-GPU jobs hold one rank each: the other rank is reported missing, nothing else fails.
-    assert sorted(report.errors) == [
-        "job hta-nccl-2gpu: rank 1 of 2 has no trace file",
-        "job param-resnet-2gpu: rank 0 of 2 has no trace file",
+    # Every file is read; the two 2-GPU jobs hold one rank each: the other is reported missing.
+    assert report.ok
+    assert report.missing == [
+        "job hta-nccl-2gpu: rank 1 of 2 missing",
+        "job param-resnet-2gpu: rank 0 of 2 missing",
     ]
+    return out
+
+
+@pytest.fixture(scope="module")
+def dlrm_alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each DLRM archive ingested on its own (one run each): two jobs, named after the archives."""
+    from tests.conftest import PUBLIC_TRACES
+
+    if not PUBLIC_TRACES.is_dir():
+        pytest.skip(f"public reference traces not present at {PUBLIC_TRACES} (../shared is absent)")
+    out = tmp_path_factory.mktemp("dlrm") / "ds"
+    for name in ("dlrm_pytorch_et", "dlrm_kineto"):
+        assert ingest([PUBLIC_TRACES / "param-dlrm-8rank" / f"{name}.tar.gz"], out).ok
     return out
 
 
@@ -35,6 +49,17 @@ def test_every_public_file_ingests_ok(public_dataset: Path) -> None:
         files = ds.sql("select path, status, error from traces where path is not null").fetchall()
     assert len(files) == 34
     assert [f for f in files if f[1] != "ok"] == []
+    with tracekit.open(public_dataset) as ds:
+        jobs = ds.sql("select job_id, world_size, ranks_seen, ranks_missing, missing_ranks from jobs order by 1")
+        assert jobs.fetchall() == [
+            ("astra-sim-microbenchmarks/all_gather", 4, 4, 0, ""),
+            ("astra-sim-microbenchmarks/all_reduce", 4, 4, 0, ""),
+            ("astra-sim-microbenchmarks/all_to_all", 4, 4, 0, ""),
+            ("astra-sim-microbenchmarks/reduce_scatter", 4, 4, 0, ""),
+            ("hta-nccl-2gpu", 2, 1, 1, "1"),
+            ("param-dlrm-8rank", 8, 8, 0, ""),
+            ("param-resnet-2gpu", 2, 1, 1, "0"),
+        ]
 
 
 @pytest.mark.parametrize("coll", ["all_reduce", "all_gather", "all_to_all", "reduce_scatter"])
@@ -49,12 +74,11 @@ def test_astra_microbenchmarks(public_dataset: Path, coll: str) -> None:
     assert world == [(4,)]
 
 
-def test_dlrm_execution_traces(public_dataset: Path) -> None:
-    with tracekit.open(public_dataset) as ds:
-        rows = ds.sql(
-            "select rank, comm_type, is_uneven, in_bytes from collectives "
-            "where job_id = 'param-dlrm-8rank/dlrm_pytorch_et'"
-        ).fetchall()
+@pytest.mark.parametrize("job", ["dlrm_pytorch_et", "param-dlrm-8rank"])
+def test_dlrm_execution_traces(public_dataset: Path, dlrm_alone: Path, job: str) -> None:
+    # Alone, and linked with its profiler traces (both archives in their folder are one job).
+    with tracekit.open(public_dataset if job == "param-dlrm-8rank" else dlrm_alone) as ds:
+        rows = ds.sql("select rank, comm_type, is_uneven, in_bytes from collectives where job_id = ?", [job]).fetchall()
     assert {r[0] for r in rows} == set(range(8))
     for rank in range(8):
         mine = [r[1:] for r in rows if r[0] == rank]
@@ -68,11 +92,11 @@ def test_dlrm_execution_traces(public_dataset: Path) -> None:
         assert [b for t, u, b in mine if t == "ALL_TO_ALL" and not u] == [192]
 
 
-def test_dlrm_profiler_traces(public_dataset: Path) -> None:
-    with tracekit.open(public_dataset) as ds:
+@pytest.mark.parametrize("job", ["dlrm_kineto", "param-dlrm-8rank"])
+def test_dlrm_profiler_traces(public_dataset: Path, dlrm_alone: Path, job: str) -> None:
+    with tracekit.open(public_dataset if job == "param-dlrm-8rank" else dlrm_alone) as ds:
         rows = ds.sql(
-            "select rank, comm_type, count(*) from collectives "
-            "where job_id = 'param-dlrm-8rank/dlrm_kineto' group by all order by all"
+            "select rank, comm_type, count(*) from collectives where job_id = ? group by all order by all", [job]
         ).fetchall()
     assert rows == [(r, t, n) for r in range(8) for t, n in (("ALL_REDUCE", 3), ("ALL_TO_ALL", 5))]
 
@@ -96,9 +120,17 @@ def test_resnet_seen_as_execution_trace_and_as_profiler_trace_gives_the_same_row
     ]
 
 
-def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(public_traces: Path, tmp_path: Path) -> None:
-    report = ingest([public_traces / "param-dlrm-8rank"], tmp_path / "ds", job="dlrm")
-    assert report.ok
+@pytest.mark.parametrize("job", ["dlrm", None])
+def test_dlrm_host_and_device_traces_link_into_one_row_per_collective(
+    public_traces: Path, tmp_path: Path, job: str | None
+) -> None:
+    # With --job, and without: the two archives side by side in their folder are one run.
+    report = ingest([public_traces / "param-dlrm-8rank"], tmp_path / "ds", job=job)
+    assert report.ok and report.complete
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select job_id, world_size, trace_count from jobs").fetchall() == [
+            (job or "param-dlrm-8rank", 8, 16)
+        ]
     with tracekit.open(tmp_path / "ds") as ds:
         per_rank = ds.sql(
             "select rank, source, comm_type, count(*), count(start_us), count(linked_trace_id) "

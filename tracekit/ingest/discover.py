@@ -8,6 +8,12 @@ Rules, in order:
 - Otherwise a folder is a job: files are grouped by the folder that holds them, named by its path
   relative to the folder given (the given folder's own name for files directly in it); an archive
   (tar, tgz) is one job named after the archive.
+The id a job finally gets in the dataset is decided later, against the jobs the dataset holds
+(tracekit.ingest.identity); discovery only says where each file comes from.
+
+Discovery comes first and yields small records (the progress bar then knows the total): files on
+disk are not opened, and archive members are listed without keeping their bytes, which
+`with_data` reads again, one archive at a time, as the files are handed to the parsers.
 Archives are read in memory and never extracted; members with absolute or `..` paths, links and
 devices are refused, not written anywhere.
 """
@@ -17,7 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -30,42 +36,54 @@ MANIFEST_NAME = "tracekit_manifest.csv"
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 TRACE_SUFFIXES = (".et", ".et.gz", ".json", ".json.gz", ".pb", ".pb.gz", ".gz") + ARCHIVE_SUFFIXES
 
+# How a job was named: by --job, by a manifest, by the folder holding its files, by its archive.
+EXPLICIT, MANIFEST, FOLDER, ARCHIVE = "job", "manifest", "folder", "archive"
+
 
 @dataclass(frozen=True)
 class JobInfo:
     job_id: str
-    source: str
+    source: str  # the folder, archive or manifest the job comes from (resolved path)
     label: str | None = None
     started_at: datetime | None = None
+    kind: str = FOLDER
+    # For an archive job: the job its folder would be, and that folder (to join the host and device
+    # archives of one run: see tracekit.ingest.identity).
+    parent_id: str | None = None
+    parent_source: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class InputFile:
-    """One trace file to ingest: on disk (`path`) or an archive member held in memory (`data`)."""
+    """One trace file to ingest: a file on disk, or a member of the archive at `path`."""
 
     job: JobInfo
     display: str
     name: str
     path: Path | None = None
+    member: str | None = None  # set for archive members; their bytes are read by `with_data`
     data: bytes | None = None
     error: str | None = None  # set when the file was refused before parsing
+    seq: int = 0  # position in discovery order
 
 
 @dataclass
 class ManifestEntry:
     job: JobInfo
     target: Path
+    line: int
+    matched: bool = False
 
 
 @dataclass
 class Manifest:
     path: Path
     entries: list[ManifestEntry] = field(default_factory=list)
-    _by_target: dict[Path, JobInfo] = field(default_factory=dict, repr=False)
+    _by_target: dict[Path, ManifestEntry] = field(default_factory=dict, repr=False)
 
     def add(self, entry: ManifestEntry) -> None:
         self.entries.append(entry)
-        self._by_target[entry.target] = entry.job
+        self._by_target[entry.target] = entry
 
     def job_for(self, file: Path) -> JobInfo | None:
         """The job of the most specific entry naming `file` or a folder above it.
@@ -73,10 +91,20 @@ class Manifest:
         A walk up the file's own path, so a fleet manifest of many jobs costs the same per file.
         """
         for candidate in (file, *file.parents):
-            job = self._by_target.get(candidate)
-            if job is not None:
-                return job
+            entry = self._by_target.get(candidate)
+            if entry is not None:
+                entry.matched = True
+                return entry.job
         return None
+
+
+@dataclass
+class Discovery:
+    """What `discover` found: the files, the paths that do not exist, manifest rows matching nothing."""
+
+    files: list[InputFile] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def is_archive(name: str) -> bool:
@@ -109,48 +137,87 @@ def _parse_time(text: str, where: str) -> datetime | None:
 def read_manifest(path: Path) -> Manifest:
     """Read a manifest CSV: columns job_id and path required; label, started_at optional."""
     manifest = Manifest(path)
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = {"job_id", "path"} - set(reader.fieldnames or [])
-        if missing:
-            raise InputError(f"{path}: manifest lacks column(s) {', '.join(sorted(missing))}")
-        for line, row in enumerate(reader, start=2):
-            where = f"{path} line {line}"
-            job_id = (row.get("job_id") or "").strip()
-            target = (row.get("path") or "").strip()
-            if not job_id or not target:
-                raise InputError(f"{where}: job_id and path must not be empty")
-            job = JobInfo(
-                job_id=job_id,
-                source=str(path),
-                label=(row.get("label") or "").strip() or None,
-                started_at=_parse_time(row.get("started_at") or "", where),
-            )
-            manifest.add(ManifestEntry(job, (path.parent / target).resolve()))
+    source = str(path.resolve())
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = {"job_id", "path"} - set(reader.fieldnames or [])
+            if missing:
+                raise InputError(f"{path}: manifest lacks column(s) {', '.join(sorted(missing))}")
+            for line, row in enumerate(reader, start=2):
+                where = f"{path} line {line}"
+                job_id = (row.get("job_id") or "").strip()
+                target = (row.get("path") or "").strip()
+                if not job_id or not target:
+                    raise InputError(f"{where}: job_id and path must not be empty")
+                job = JobInfo(
+                    job_id=job_id,
+                    source=source,
+                    label=(row.get("label") or "").strip() or None,
+                    started_at=_parse_time(row.get("started_at") or "", where),
+                    kind=MANIFEST,
+                )
+                manifest.add(ManifestEntry(job, (path.parent / target).resolve(), line))
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: no such manifest file") from exc
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"{path}: cannot read the manifest ({reason})") from exc
     return manifest
 
 
 def discover(
-    paths: list[Path], job: str | None = None, label: str | None = None, manifest: Path | None = None
-) -> Iterator[InputFile]:
-    """Every input file under `paths`, with its job. Archive members come with their bytes."""
+    paths: Iterable[Path], job: str | None = None, label: str | None = None, manifest: Path | None = None
+) -> Discovery:
+    """Every input file under `paths`, with the job it comes from. Archive members are listed, not read.
+
+    A path given twice (or a file inside a folder also given) is read once. Raises InputError for a
+    manifest that cannot be read.
+    """
+    found = Discovery()
     explicit = read_manifest(manifest) if manifest else None
-    for root in paths:
+    manifests = [explicit] if explicit else []
+    seen: set[tuple[Path, str | None]] = set()
+    roots = list(paths)
+    for root in roots:
         if not root.exists():
-            info = JobInfo(job or root.name, str(root), label)
-            yield InputFile(info, str(root), root.name, error=f"{root}: no such file or folder")
+            found.errors.append(f"{root}: no such file or folder")
             continue
+        resolved = root.resolve()
         if root.is_dir():
             files = sorted(p for p in root.rglob("*") if p.is_file())
-            manifests = {p.parent: read_manifest(p) for p in files if p.name == MANIFEST_NAME}
+            local = {p.parent: read_manifest(p) for p in files if p.name == MANIFEST_NAME}
+            manifests += [m for m in local.values() if explicit is None]
             for file in files:
                 if not looks_like_trace(file.name):
                     continue
-                local = explicit or _nearest(manifests, file, root)
-                folder = file.parent.relative_to(root).parts
-                yield from _expand(file, _job_for(file, folder, root.resolve().name, job, label, local))
+                chosen = explicit or _nearest(local, file, root)
+                relative = file.relative_to(root)
+                where = Where(file, resolved / relative, relative.parts[:-1], resolved.name)
+                _add(found, seen, where, _job_for(where, job, label, chosen))
         else:
-            yield from _expand(root, _job_for(root, (), root.resolve().parent.name, job, label, explicit))
+            where = Where(root, resolved, (), resolved.parent.name)
+            _add(found, seen, where, _job_for(where, job, label, explicit))
+    found.warnings += _unmatched(manifests, [r.resolve() for r in roots if r.exists()])
+    return found
+
+
+@dataclass(frozen=True)
+class Where:
+    """A file found: as given, resolved, its folder below the path given, and that path's name."""
+
+    given: Path
+    resolved: Path
+    folder: tuple[str, ...]
+    top: str
+
+
+def _add(found: Discovery, seen: set[tuple[Path, str | None]], where: Where, job: JobInfo) -> None:
+    for item in _expand(where.given, job):
+        key = (where.resolved, item.member)
+        if key not in seen:
+            seen.add(key)
+            found.files.append(item)
 
 
 def _nearest(manifests: dict[Path, Manifest], file: Path, root: Path) -> Manifest | None:
@@ -163,72 +230,165 @@ def _nearest(manifests: dict[Path, Manifest], file: Path, root: Path) -> Manifes
     return None
 
 
-def _job_for(
-    file: Path,
-    folder: tuple[str, ...],
-    top: str,
-    job: str | None,
-    label: str | None,
-    manifest: Manifest | None,
-) -> JobInfo:
-    """The job of `file`: `folder` is its folder below the path given, `top` that path's name."""
+def _unmatched(manifests: list[Manifest], roots: list[Path]) -> list[str]:
+    """One warning per manifest row that matched no file: its path is missing or holds no trace.
+
+    Rows of an explicit manifest naming places outside the paths given are not part of the run.
+    """
+    warnings = []
+    for manifest in manifests:
+        for entry in manifest.entries:
+            if entry.matched:
+                continue
+            where = f"{manifest.path} line {entry.line}"
+            if not entry.target.exists():
+                warnings.append(f"{where}: {entry.target} does not exist; job {entry.job.job_id} gets no files from it")
+            elif any(entry.target == r or r in entry.target.parents or entry.target in r.parents for r in roots):
+                warnings.append(f"{where}: {entry.target} holds no trace file; job {entry.job.job_id} gets none")
+    return warnings
+
+
+def _job_for(where: Where, job: str | None, label: str | None, manifest: Manifest | None) -> JobInfo:
+    """The job of a file found at `where`."""
+    folder_source = str(where.resolved.parent)
     if job:
-        return JobInfo(job, str(file.parent), label)
+        return JobInfo(job, folder_source, label, kind=EXPLICIT)
     if manifest:
-        found = manifest.job_for(file.resolve())
+        found = manifest.job_for(where.resolved)
         if found:
-            return found if label is None else JobInfo(found.job_id, found.source, label, found.started_at)
-    if is_archive(file.name):
+            return found if label is None else JobInfo(found.job_id, found.source, label, found.started_at, MANIFEST)
+    if is_archive(where.given.name):
         # An archive is a job of its own, named within the folder that holds it.
-        return JobInfo(str(PurePosixPath(*folder, archive_stem(file.name))), str(file), label)
-    return JobInfo(str(PurePosixPath(*folder)) if folder else top, str(file.parent), label)
+        return JobInfo(
+            str(PurePosixPath(*where.folder, archive_stem(where.given.name))),
+            str(where.resolved),
+            label,
+            kind=ARCHIVE,
+            parent_id=str(PurePosixPath(*where.folder)) if where.folder else where.top,
+            parent_source=folder_source,
+        )
+    return JobInfo(str(PurePosixPath(*where.folder)) if where.folder else where.top, folder_source, label)
 
 
 def _expand(path: Path, job: JobInfo) -> Iterator[InputFile]:
     display = str(path)
     if is_archive(path.name):
-        yield from read_archive(path, display, job)
+        yield from list_archive(path, display, job)
     else:
         yield InputFile(job, display, path.name, path=path)
 
 
-def read_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
-    """Members of a tar/tgz archive, read in memory in one pass, inflation bounded."""
-    try:
+class _Archive:
+    """A tar/tgz archive opened for one streaming pass, inflation bounded; closes its file too."""
+
+    def __init__(self, path: Path) -> None:
         raw = open(path, "rb")
-    except OSError as exc:
-        yield InputFile(job, display, path.name, error=f"{display}: cannot open ({exc.strerror})")
-        return
-    with raw:
-        stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size)))
+        self.stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size)))
         try:
-            with tarfile.open(fileobj=stream, mode="r|*") as tar:
-                for member in tar:
-                    yield from _member(tar, member, display, job)
-        except TraceError as exc:
-            yield InputFile(job, display, path.name, error=exc.describe(display))
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            yield InputFile(job, display, path.name, error=f"{display}: corrupt or truncated archive ({exc})")
+            self.tar = tarfile.open(fileobj=self.stream, mode="r|*")
+        except BaseException:
+            self.stream.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.tar.close()
+        finally:
+            self.stream.close()
 
 
-def _member(tar: tarfile.TarFile, member: tarfile.TarInfo, display: str, job: JobInfo) -> Iterator[InputFile]:
+def list_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
+    """The trace members of a tar/tgz archive, in one streaming pass, without their bytes."""
+    try:
+        archive = _Archive(path)
+    except (TraceError, tarfile.TarError, EOFError) as exc:
+        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+        return
+    except OSError as exc:
+        yield InputFile(job, display, path.name, path=path, error=f"{display}: cannot open ({exc.strerror or exc})")
+        return
+    try:
+        for member in archive.tar:
+            item = _member(member, path, display, job)
+            if item is not None:
+                yield item
+    except (TraceError, tarfile.TarError, EOFError, OSError) as exc:
+        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+    finally:
+        archive.close()
+
+
+def _archive_error(display: str, exc: BaseException) -> str:
+    if isinstance(exc, TraceError):
+        return exc.describe(display)
+    return f"{display}: corrupt or truncated archive ({exc})"
+
+
+def _member(member: tarfile.TarInfo, path: Path, display: str, job: JobInfo) -> InputFile | None:
     name = member.name
     member_display = f"{display}!{name}"
     base = PurePosixPath(name).name
     if member.isdir():
-        return
+        return None
     if name.startswith("/") or ".." in PurePosixPath(name).parts:
-        yield InputFile(
+        return InputFile(
             job,
             member_display,
             base,
+            path=path,
+            member=name,
             error=f"{member_display}: archive member has an absolute or '..' path; refused",
         )
-        return
-    if not member.isfile():
-        return  # links, devices, fifos: never followed
-    if not looks_like_trace(base):
-        return
-    extracted = tar.extractfile(member)
-    data = extracted.read() if extracted else b""
-    yield InputFile(job, member_display, base, data=data)
+    if not member.isfile() or not looks_like_trace(base):
+        return None  # links, devices, fifos: never followed
+    return InputFile(job, member_display, base, path=path, member=name)
+
+
+def with_data(items: Iterable[InputFile]) -> Iterator[InputFile]:
+    """The same records, archive members now holding their bytes: each archive is streamed once
+    more, in order, and only the member being handed over is in memory."""
+    reader: _ArchiveReader | None = None
+    try:
+        for item in items:
+            if item.member is None or item.error is not None or item.path is None:
+                yield item
+                continue
+            if reader is None or reader.path != item.path:
+                if reader is not None:
+                    reader.close()
+                reader = _ArchiveReader(item.path)
+            try:
+                item.data = reader.read(item.member)
+            except (TraceError, tarfile.TarError, EOFError, OSError) as exc:
+                item.error = _archive_error(item.display, exc)
+            yield item
+            item.data = None  # handed over: do not keep it alive in the discovery list
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+class _ArchiveReader:
+    """Reads members of one archive in the order they were listed, re-opening it if asked to go back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.archive: _Archive | None = None
+        self.members: Iterator[tarfile.TarInfo] = iter(())
+
+    def read(self, name: str) -> bytes:
+        for attempt in range(2):
+            if self.archive is None or attempt:
+                self.close()
+                self.archive = _Archive(self.path)
+                self.members = iter(self.archive.tar)
+            for member in self.members:
+                if member.name == name and member.isfile():
+                    extracted = self.archive.tar.extractfile(member)
+                    return extracted.read() if extracted else b""
+        raise tarfile.TarError(f"member {name} is gone: the archive changed while being read")
+
+    def close(self) -> None:
+        if self.archive is not None:
+            self.archive.close()
+            self.archive = None

@@ -1,20 +1,36 @@
 """Job-level finishing: what no single file can decide on its own.
 
 Per job: which rank each file is, the job's world size and process groups, group sizes that only
-the process group records, ranks that have no trace at all, and the linking of a rank's host
-trace (PyTorch ET) with its device trace (Kineto) so each collective is counted once, with sizes
-from whichever carries them and timing from the profiler.
+the process group records, the ranks that have no trace, and the linking of a rank's host trace
+(PyTorch ET) with its device trace (Kineto) so each collective is counted once, with sizes from
+whichever carries them and timing from the profiler.
+
+Ranks come from the content first: Kineto `distributedInfo.rank` ('content'), else the rank
+argument of the default group's collectives in a PyTorch ET ('collective_args'). A rank in the file
+name ('file_name') is used only where the content says nothing, and is refused, with a warning on
+the file, when it contradicts the content or is not below the job's world size.
+
+The parser's `rank_hint` is the caller's rank in the default group, or, when the file's collectives
+run in one group only, in that group: a global rank only when the file records no group but the
+whole world. A file that records sub-groups (tensor or pipeline parallel) may hold a group-local
+hint, so there the name comes first and the hint only fills in where the name says nothing.
+
+The world size is the largest of: what the traces state, the largest group any collective or
+process group of the job spans, and the ranks seen (marked inferred unless a trace states it).
+Ranks without a trace are counted on the job row (`ranks_missing`, `missing_ranks` as ranges),
+with bookkeeping proportional to the ranks present, never to a world size a file claims.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tracekit.ingest.discover import JobInfo
-from tracekit.ingest.worker import ParsedFile, make_trace_id, rank_from_name
-from tracekit.parsers.base import ProcessGroup
+from tracekit.ingest.worker import ParsedFile, rank_from_name
+from tracekit.parsers.base import ProcessGroup, TraceMeta, describe
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,6 +38,12 @@ if TYPE_CHECKING:
 
 # Columns a linked row takes from the device trace even when the host trace has them.
 _TIMING = ("start_us", "duration_us")
+# Ranks and sizes are stored as int32: a value outside this range cannot be a rank or a world size.
+_INT32_MAX = (1 << 31) - 1
+# A whole-world group recorded with an empty rank list gets its ranks listed only up to this size;
+# beyond it the list stays empty (group_size says how many), so a world size a file claims never
+# sizes an allocation.
+FILL_WORLD_RANKS_MAX = 1 << 16
 
 
 @dataclass
@@ -32,27 +54,71 @@ class JobResult:
     collectives: pa.Table | None = None
 
 
-def decide_rank(parsed: ParsedFile) -> tuple[int | None, str | None]:
-    meta = parsed.meta
-    if meta is not None and meta.rank is not None:
-        return meta.rank, "content"
-    from_name = rank_from_name(parsed.name)
-    if from_name is not None:
-        return from_name, "file_name"
-    if meta is not None and meta.rank_hint is not None:
-        return meta.rank_hint, "collective_args"
-    return None, None
+@dataclass(frozen=True)
+class RankChoice:
+    rank: int | None
+    source: str | None
+    warning: str | None = None
 
 
-def trace_row(parsed: ParsedFile, run_id: str) -> dict[str, Any]:
-    rank, rank_source = decide_rank(parsed) if parsed.error is None else (rank_from_name(parsed.name), None)
-    if rank is not None and rank_source is None:
-        rank_source = "file_name"
+def _checked(value: int | None) -> int | None:
+    """A rank or size as the dataset can store it; None for values no job can have."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT32_MAX:
+        return None
+    return value
+
+
+def content_rank(parsed: ParsedFile) -> RankChoice:
+    """The global rank the file's content records, if any (see the module docstring)."""
     meta = parsed.meta
+    if meta is None:
+        return RankChoice(None, None)
+    if _checked(meta.rank) is not None:
+        return RankChoice(meta.rank, "content")
+    if _checked(meta.rank_hint) is not None and _only_whole_world_groups(meta):
+        return RankChoice(meta.rank_hint, "collective_args")
+    return RankChoice(None, None)
+
+
+def _only_whole_world_groups(meta: TraceMeta) -> bool:
+    """The file records no process group but the whole world (an empty rank list, or all ranks)."""
+    return all(
+        not g.ranks or (meta.world_size is not None and len(g.ranks) == meta.world_size) for g in meta.process_groups
+    )
+
+
+def decide_rank(parsed: ParsedFile, world_size: int | None = None) -> RankChoice:
+    """The file's rank: from the content; else from its name when below `world_size` (if known)."""
+    from_name = _checked(rank_from_name(parsed.name))
+    if parsed.error is not None:
+        in_world = from_name is not None and (world_size is None or from_name < world_size)
+        return RankChoice(from_name if in_world else None, "file_name" if in_world else None)
+    chosen = content_rank(parsed)
+    if chosen.rank is not None:
+        if from_name is not None and from_name != chosen.rank:
+            where = "distributedInfo" if chosen.source == "content" else "the default group's collectives"
+            note = f"the file name says rank {from_name} but {where} record rank {chosen.rank}: rank {chosen.rank} used"
+            return RankChoice(chosen.rank, chosen.source, note)
+        return chosen
+    hint = _checked(parsed.meta.rank_hint) if parsed.meta is not None else None
+    if from_name is None:
+        return RankChoice(hint, "collective_args" if hint is not None else None)
+    if world_size is not None and from_name >= world_size:
+        note = f"rank {from_name} from the file name is not below the job's world size {world_size}: rank left null"
+        return RankChoice(None, None, note)
+    return RankChoice(from_name, "file_name")
+
+
+def trace_row(parsed: ParsedFile, run_id: str, world_size: int | None = None) -> dict[str, Any]:
+    choice = decide_rank(parsed, world_size)
+    meta = parsed.meta
+    warnings = [w.describe(parsed.display) for w in meta.warnings] if meta else []
+    if choice.warning:
+        warnings.append(describe(parsed.display, None, choice.warning))
     return {
         "trace_id": parsed.trace_id,
         "job_id": parsed.job_id,
-        "rank": rank,
+        "rank": choice.rank,
         "path": parsed.display,
         "format": parsed.format,
         "schema_version": meta.schema_version if meta else None,
@@ -61,11 +127,11 @@ def trace_row(parsed: ParsedFile, run_id: str) -> dict[str, Any]:
         "node_count": meta.node_count if meta else None,
         "status": "error" if parsed.error else "ok",
         "error": parsed.error,
-        "rank_source": rank_source,
-        "world_size": meta.world_size if meta else None,
+        "rank_source": choice.source,
+        "world_size": _checked(meta.world_size) if meta else None,
         "started_at": meta.started_at if meta else None,
         "run_id": run_id,
-        "warnings": [w.describe(parsed.display) for w in meta.warnings] if meta else [],
+        "warnings": warnings,
     }
 
 
@@ -81,8 +147,8 @@ def _merge_groups(groups: list[ProcessGroup], existing: list[dict[str, Any]]) ->
             "pg_name": g.pg_name,
             "pg_desc": g.pg_desc,
             "backend": g.backend,
-            "group_size": g.group_size,
-            "ranks": list(g.ranks),
+            "group_size": _checked(g.group_size),
+            "ranks": [r for r in g.ranks if _checked(r) is not None],
             "inferred": [],
         }
         for g in groups
@@ -94,35 +160,56 @@ def _merge_groups(groups: list[ProcessGroup], existing: list[dict[str, Any]]) ->
     return merged
 
 
+def _largest(values: Iterable[int | None]) -> int | None:
+    checked = [v for v in map(_checked, values) if v]
+    return max(checked) if checked else None
+
+
 def finish_job(
     info: JobInfo,
     parsed: list[ParsedFile],
     existing_traces: list[dict[str, Any]],
     existing_groups: list[dict[str, Any]],
     run_id: str,
+    existing_largest_group: int | None = None,
 ) -> JobResult:
-    """Everything the job's new files add to the dataset, in data-model rows."""
-    result = JobResult()
-    new_rows = [trace_row(p, run_id) for p in parsed]
-    all_rows = [r for r in existing_traces if r.get("path") is not None] + new_rows
-    ok_rows = [r for r in all_rows if r["status"] == "ok"]
-    ranks_seen = {r["rank"] for r in ok_rows if r["rank"] is not None}
+    """Everything the job's new files add to the dataset, in data-model rows.
 
-    metas = [p.meta for p in parsed if p.meta is not None]
-    inferred_job: list[str] = []
-    world_sizes = [r["world_size"] for r in ok_rows if r.get("world_size")]
+    `existing_*`: what the dataset holds for the job (its trace rows, process groups, and the largest
+    group_size its collectives record, not counting those inferred from the world size). An error
+    row for a path read again in this run is replaced.
+    """
+    result = JobResult()
+    metas = [p.meta for p in parsed if p.meta is not None and p.error is None]
+    read_again = {p.display for p in parsed}
+    existing_traces = [
+        r for r in existing_traces if r.get("path") is not None and (r["status"] == "ok" or r["path"] not in read_again)
+    ]
     groups = _merge_groups([g for m in metas for g in m.process_groups], existing_groups)
-    world_size: int | None = max(world_sizes) if world_sizes else None
-    if world_size is None and ranks_seen:
-        world_size = max(len(ranks_seen), max(ranks_seen) + 1)
-        inferred_job.append("world_size")
+    stated = _largest(
+        [r.get("world_size") for r in existing_traces if r["status"] == "ok"] + [m.world_size for m in metas]
+    )
+    spanned = _largest(
+        [g.get("group_size") for g in groups.values() if "group_size" not in (g.get("inferred") or [])]
+        + [p.max_group_size for p in parsed if p.error is None]
+        + [existing_largest_group]
+    )
+    known_world = _largest([stated, spanned])
+    new_rows = [trace_row(p, run_id, known_world) for p in parsed]
+    all_rows = existing_traces + new_rows
+    ranks_seen = sorted({r["rank"] for r in all_rows if r["status"] == "ok" and r["rank"] is not None})
+
+    world_size = _largest([known_world, ranks_seen[-1] + 1 if ranks_seen else None, len(ranks_seen)])
+    inferred_job = ["world_size"] if world_size is not None and world_size != stated else []
     _complete_groups(groups, world_size)
 
-    result.traces = new_rows + _missing_ranks(info.job_id, world_size, ranks_seen, run_id)
+    result.traces = new_rows
     result.process_groups = [{"job_id": info.job_id, **g} for g in groups.values()]
     starts = [r["started_at"] for r in all_rows if r.get("started_at") is not None]
     labels = [m.label for m in metas if m.label]
     started_at: datetime | None = info.started_at or (min(starts) if starts else None)
+    missing = missing_ranges(ranks_seen, world_size) if world_size is not None else None
+    ranks_missing = world_size - len(ranks_seen) if world_size is not None else None
     result.job = {
         "job_id": info.job_id,
         "world_size": world_size,
@@ -131,41 +218,44 @@ def finish_job(
         "source": info.source,
         "trace_count": len(all_rows),
         "ranks_seen": len(ranks_seen),
+        "ranks_missing": ranks_missing,
+        "missing_ranks": missing,
         "inferred": inferred_job,
     }
     result.collectives = _job_collectives(info.job_id, parsed, new_rows, groups, world_size)
     return result
 
 
+def missing_ranges(seen: list[int], world_size: int) -> str:
+    """The ranks below `world_size` not in `seen` (sorted, distinct), as ranges: "1-7, 9".
+
+    One range per gap between ranks seen, so the text grows with the ranks present, whatever the
+    world size.
+    """
+    ranges = []
+    start = 0
+    for rank in [*seen, world_size]:
+        if rank > start:
+            ranges.append(str(start) if rank - 1 == start else f"{start}-{rank - 1}")
+        start = rank + 1
+    return ", ".join(ranges)
+
+
 def _complete_groups(groups: dict[str, dict[str, Any]], world_size: int | None) -> None:
     for group in groups.values():
         inferred = list(group.get("inferred") or [])
-        if not group.get("ranks") and world_size is not None:
+        if not group.get("ranks") and world_size is not None and group.get("group_size") in (None, world_size):
             # PyTorch records the whole-world group with an empty rank list.
-            if group.get("group_size") in (None, world_size):
+            if group.get("group_size") is None:
+                group["group_size"] = world_size
+                inferred.append("group_size")
+            if world_size <= FILL_WORLD_RANKS_MAX:
                 group["ranks"] = list(range(world_size))
                 inferred.append("ranks")
         if group.get("group_size") is None and group.get("ranks"):
             group["group_size"] = len(group["ranks"])
             inferred.append("group_size")
         group["inferred"] = sorted(set(inferred))
-
-
-def _missing_ranks(job_id: str, world_size: int | None, seen: set[int], run_id: str) -> list[dict[str, Any]]:
-    if world_size is None:
-        return []
-    return [
-        {
-            "trace_id": make_trace_id(job_id, f"missing-rank-{rank}", ""),
-            "job_id": job_id,
-            "rank": rank,
-            "status": "error",
-            "error": f"job {job_id}: rank {rank} of {world_size} has no trace file",
-            "run_id": run_id,
-        }
-        for rank in range(world_size)
-        if rank not in seen
-    ]
 
 
 def _job_collectives(

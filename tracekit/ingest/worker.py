@@ -26,7 +26,10 @@ _SNIFF = 1 << 16
 _RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 # Larger trailing numbers are pids or timestamps, not ranks.
 _MAX_RANK_IN_NAME = 1 << 20
-_TRAILING_NUMBER = re.compile(r"[._-](\d+)$")
+_NAME_TOKENS = re.compile(r"[._-]")
+# A trailing number after one of these words counts steps or versions, not ranks: trace_step.100,
+# llama.v3.1, iter_20.
+_NOT_RANK_WORDS = re.compile(r"(?:step|steps|iter|iteration|epoch|batch|it|v|ver|version)\d*", re.IGNORECASE)
 _STRIP_SUFFIXES = (".gz", ".json", ".et", ".pb", ".trace", ".pt")
 
 
@@ -38,6 +41,7 @@ class Task:
     path: str | None
     data: bytes | None
     staging: str
+    seq: int = 0
 
 
 @dataclass
@@ -49,25 +53,56 @@ class ParsedFile:
     sha256: str
     size_bytes: int
     skipped: bool = False
+    # The same file (name and content) is already in the dataset, in another job: not parsed.
+    duplicate: bool = False
+    # ... or was read earlier in the same run (its display): not added.
+    duplicate_of: str | None = None
     format: str | None = None
     meta: TraceMeta | None = None
     error: str | None = None
     staged: dict[str, str] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)
+    # The largest group any collective of the file spans: the job's world is at least this big.
+    max_group_size: int | None = None
+    # Position in discovery order: decides which of two identical files in one run is kept.
+    seq: int = 0
+
+    @property
+    def content_key(self) -> str:
+        return content_key(self.name, self.sha256)
 
 
-# Trace ids already in the dataset: set once per process (the pool's initializer), not per task,
-# since a fleet's set is large and every task would otherwise carry a copy.
+# Trace ids (and content keys) of the files the dataset holds: set once per process (the pool's
+# initializer), not per task, since a fleet's set is large and every task would otherwise carry a copy.
 _known: frozenset[str] = frozenset()
+_known_content: frozenset[str] = frozenset()
 
 
-def set_known(known: frozenset[str]) -> None:
-    global _known
-    _known = known
+def set_known(known: frozenset[str], known_content: frozenset[str] = frozenset()) -> None:
+    global _known, _known_content
+    _known, _known_content = known, known_content
+
+
+def init_worker(known: frozenset[str], known_content: frozenset[str]) -> None:
+    """Start a pool worker: Ctrl-C is the parent's to handle (it stops the workers itself)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_known(known, known_content)
+
+
+def content_key(name: str, sha256: str) -> str:
+    """Identity of a file whatever job it is in: its name and its content."""
+    return hashlib.sha256(f"{name}\0{sha256}".encode()).hexdigest()[:20]
 
 
 def rank_from_name(name: str) -> int | None:
-    """The rank a file name carries: `rank-3`, `rank_3`, `<prefix>.3.et`, `dlrm_eg_3.json`."""
+    """The rank a file name carries: `rank-3`, `rank_3`, `<prefix>.3.et`, `dlrm_eg_3.json`.
+
+    A trailing number is a rank only when it follows a word or a single number (`job-000012.3`),
+    not a run of numbers (a version `2.1.0`, a date `2024-03-01`), a version word (`v3.1`) or a step
+    counter (`step.100`, `iter_2`).
+    """
     match = _RANK_WORD.search(name)
     if match:
         return int(match.group(1))
@@ -78,9 +113,14 @@ def rank_from_name(name: str) -> int | None:
         for suffix in _STRIP_SUFFIXES:
             if stem.endswith(suffix):
                 stem, changed = stem[: -len(suffix)], True
-    match = _TRAILING_NUMBER.search(stem)
-    rank = int(match.group(1)) if match else None
-    return rank if rank is not None and rank < _MAX_RANK_IN_NAME else None
+    tokens = _NAME_TOKENS.split(stem)
+    if len(tokens) < 2 or not tokens[-1].isdigit() or _NOT_RANK_WORDS.fullmatch(tokens[-2]):
+        return None
+    numbers = next((i for i, t in enumerate(reversed(tokens)) if not t.isdigit()), len(tokens))
+    if numbers >= 3:
+        return None
+    rank = int(tokens[-1])
+    return rank if rank < _MAX_RANK_IN_NAME else None
 
 
 def make_trace_id(job_id: str, name: str, sha256: str) -> str:
@@ -147,13 +187,19 @@ class ParquetSink:
         self.own: BatchWriter | None = None
         self.paths: dict[str, str] = {}
         self.rows: dict[str, int] = {}
+        self.max_group_size: int | None = None
 
     def write(self, table: str, batch: pa.RecordBatch) -> None:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         index = batch.schema.get_field_index("trace_id")
         batch = batch.set_column(index, "trace_id", pa.array([self.trace_id] * batch.num_rows, pa.string()))
         self.rows[table] = self.rows.get(table, 0) + batch.num_rows
+        if table == "collectives":
+            largest = pc.max(batch.column("group_size")).as_py()
+            if largest is not None and (self.max_group_size is None or largest > self.max_group_size):
+                self.max_group_size = largest
         if self.own is not None:
             self.paths[table] = self.own.append(table, [batch])
             return
@@ -183,6 +229,7 @@ class ParquetSink:
                 self.own.path(table).unlink(missing_ok=True)
         self.paths.clear()
         self.rows.clear()
+        self.max_group_size = None
 
 
 def parse_batch(tasks: list[Task]) -> list[ParsedFile]:
@@ -216,11 +263,16 @@ def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
                 "",
                 0,
                 error=f"{task.display}: cannot read ({exc.strerror})",
+                seq=task.seq,
             )
         source = FileSource(Path(task.path), task.display)
-    result = ParsedFile(task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size)
+    trace_id = make_trace_id(task.job_id, task.name, sha)
+    result = ParsedFile(task.job_id, task.display, task.name, trace_id, sha, size, seq=task.seq)
     if result.trace_id in _known:
         result.skipped = True
+        return result
+    if result.content_key in _known_content:
+        result.duplicate = True
         return result
     sink = ParquetSink(Path(task.staging), result.trace_id, shared)
     try:
@@ -230,6 +282,7 @@ def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
         result.meta = parser_for(result.format).parse(source, sink)
         sink.commit()
         result.staged, result.rows = dict(sink.paths), dict(sink.rows)
+        result.max_group_size = sink.max_group_size
     except TraceError as exc:
         sink.discard()
         result.error = exc.describe(task.display)
