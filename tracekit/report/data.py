@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
+from tracekit.parquet_files import PARQUET_ONLY
 from tracekit.schema import TABLES
 
 if TYPE_CHECKING:
@@ -95,7 +96,10 @@ class ScopedDataset(TraceDataset):
         )
         for table in TABLES:
             where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM source.main.{table}{where}")
+            source = f"source.main.{table}"
+            if table in PARQUET_ONLY:
+                source = f"({self.parquet_source(con, table, 'source')})"
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}{where}")
         return con
 
 
