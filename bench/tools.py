@@ -1,0 +1,70 @@
+"""Stages folding in the older single-purpose scripts (each still runs alone: `python bench/bench_*.py`):
+the fleet generator against writing the same bytes, the replay decomposition against writing its
+flows. Timed in this process (their baselines are too)."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import time
+
+from bench.suite import Context, Measure, Row, ratio_row, stage
+
+
+def _measure(seconds: float, cpu: float) -> Measure:
+    return Measure(seconds, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+@stage("generate", "`tracekit generate` (1 worker) against writing the same files from one repeated record")
+def generate_stage(ctx: Context) -> list[Row]:
+    from bench.bench_generate import baseline
+    from tracekit.generate import generate_fleet
+
+    jobs = 20 if ctx.quick else 400
+    out, base_out = ctx.fresh("generate"), ctx.fresh("generate-baseline")
+    cpu = time.process_time()
+    summary = generate_fleet(out, jobs, 1, "default", workers=1)
+    generated = _measure(summary.seconds, time.process_time() - cpu)
+    cpu = time.process_time()
+    seconds, files, _ = baseline(out, base_out)
+    written = _measure(seconds, time.process_time() - cpu)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(base_out, ignore_errors=True)
+    return [
+        ratio_row(
+            "generate",
+            f"generate {jobs} jobs, 1 worker",
+            generated,
+            written,
+            "writing the same files",
+            amount=files,
+            unit="files",
+            of="wall",
+        )
+    ]
+
+
+@stage("replay", "the replay decomposition of one synthetic job against writing its flows to Parquet")
+def replay_stage(ctx: Context) -> list[Row]:
+    from bench.bench_replay import decomposition, synthetic_job, write_baseline
+
+    ranks, count = (16, 40) if ctx.quick else (128, 400)
+    job = synthetic_job(ranks, count)
+    cpu = time.process_time()
+    seconds, flows = decomposition(job)
+    decomposed = _measure(seconds, time.process_time() - cpu)
+    cpu = time.process_time()
+    write = write_baseline(flows)
+    written = _measure(write, time.process_time() - cpu)
+    return [
+        ratio_row(
+            "replay",
+            f"decompose {count} collectives, {ranks} ranks",
+            decomposed,
+            written,
+            "writing the flows to Parquet",
+            amount=flows.height,
+            unit="flows",
+            of="wall",
+        )
+    ]
