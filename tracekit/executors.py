@@ -14,6 +14,7 @@ included) it stops the work still queued before the exception goes on.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import threading
@@ -174,7 +175,7 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs="error",
+            silence_logs=logging.ERROR,
         )
     finally:
         if handler is not None:
