@@ -27,16 +27,17 @@
 --          5. ddp          all-reduce are >= 50%: data parallel, gradient buckets
 --          6. other        none of these (also a job with no data calls)
 with calls as (
+    -- collective_sizes: the job's collectives counted by type, group and exact size (one row per kind).
     select
         c.job_id,
-        c.rank,
         c.comm_type,
         c.in_bytes,
         c.group_size,
         c.is_uneven,
+        c.calls,
         c.wire_bytes,
         (c.in_bytes is null or c.in_bytes > 64) as is_data
-    from collective_wire_bytes c
+    from collective_sizes c
 ),
 sizes as (
     select job_id, max(group_size) as max_group_size, list(distinct group_size order by group_size) as group_sizes
@@ -50,7 +51,7 @@ job_size as (
     left join sizes s using (job_id)
 ),
 allreduce_sizes as (
-    select job_id, in_bytes, count(*) as n
+    select job_id, in_bytes, sum(calls) as n
     from calls
     where is_data and comm_type = 'ALL_REDUCE' and in_bytes is not null
     group by all
@@ -63,13 +64,18 @@ allreduce_mode as (
 evidence as (
     select
         k.job_id,
-        count(distinct k.rank) as ranks_seen,
-        count(*) filter (where k.is_data) as data_calls,
-        count(*) filter (where k.is_data and k.comm_type = 'ALL_REDUCE') as allreduce_calls,
-        count(*) filter (where k.is_data and k.comm_type in ('ALL_GATHER', 'REDUCE_SCATTER')) as gather_scatter_calls,
-        count(*) filter (where k.is_data and k.comm_type = 'ALL_TO_ALL') as alltoall_calls,
-        count(*) filter (where k.is_data and k.comm_type in ('SEND', 'RECV')) as p2p_calls,
-        count(*) filter (where k.is_data and k.group_size < z.job_gpus) as subgroup_calls,
+        any_value(r.ranks) as ranks_seen,
+        cast(coalesce(sum(k.calls) filter (where k.is_data), 0) as bigint) as data_calls,
+        cast(coalesce(sum(k.calls) filter (where k.is_data and k.comm_type = 'ALL_REDUCE'), 0) as bigint)
+            as allreduce_calls,
+        cast(coalesce(sum(k.calls) filter (where k.is_data and k.comm_type in ('ALL_GATHER', 'REDUCE_SCATTER')), 0)
+            as bigint) as gather_scatter_calls,
+        cast(coalesce(sum(k.calls) filter (where k.is_data and k.comm_type = 'ALL_TO_ALL'), 0) as bigint)
+            as alltoall_calls,
+        cast(coalesce(sum(k.calls) filter (where k.is_data and k.comm_type in ('SEND', 'RECV')), 0) as bigint)
+            as p2p_calls,
+        cast(coalesce(sum(k.calls) filter (where k.is_data and k.group_size < z.job_gpus), 0) as bigint)
+            as subgroup_calls,
         coalesce(bool_or(k.is_uneven and k.comm_type = 'ALL_TO_ALL'), false) as uneven_alltoall,
         sum(k.wire_bytes) as wire_bytes,
         sum(k.wire_bytes) filter (where k.comm_type = 'ALL_REDUCE') as allreduce_wire,
@@ -78,6 +84,8 @@ evidence as (
         sum(k.wire_bytes) filter (where k.comm_type in ('SEND', 'RECV')) as p2p_wire
     from calls k
     join job_size z using (job_id)
+    -- collective_ranks: the ranks issuing collectives, per job
+    left join collective_ranks r on r.job_id = k.job_id and r.whole_job
     group by k.job_id
 ),
 shares as (

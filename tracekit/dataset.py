@@ -44,7 +44,7 @@ from tracekit.parquet_files import (
     write_appended,
     write_rewritten,
 )
-from tracekit.schema import TABLES, arrow_schema, table_from_rows
+from tracekit.schema import ROLLUPS, TABLES, arrow_schema, table_from_rows
 
 if TYPE_CHECKING:
     import duckdb
@@ -301,6 +301,8 @@ def _register(con: duckdb.DuckDBPyConnection, changes: RunChanges) -> None:
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:
     """Everything the run adds, into the database attached as `d`, and the Parquet files (in `out`)."""
     plan = Plan()
+    # A rollup table new to this dataset is filled for every job, not only those the run touches.
+    stale = [r for r in ROLLUPS if not _has_table(con, r)]
     for table in TABLES:
         if table in PARQUET_ONLY:
             continue
@@ -330,8 +332,32 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     for table in PARQUET_ONLY:
         _store_parquet_view(con, table, root, out, plan)
     _store_queries(con)
+    _refresh_rollups(con, stale)
     write_rewritten(con, "d", root, out, plan)
     return plan
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    query = "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'd' AND table_name = ?"
+    return bool(con.execute(query, [table]).fetchall())
+
+
+def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
+    """The rollup rows of the jobs the run touched, recomputed (every job's, for tables in `whole`)."""
+    from tracekit.queries import rollup_query
+
+    con.execute("USE d")
+    for table in ROLLUPS:
+        query = rollup_query(table)
+        if table in whole:
+            con.execute(f"DELETE FROM d.{table}")
+            con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM ({query})")
+        else:
+            con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
+            con.execute(
+                f"INSERT INTO d.{table} BY NAME SELECT * FROM ({query}) WHERE job_id IN (SELECT job_id FROM touched)"
+            )
+    con.execute("USE memory")
 
 
 def _finished_rows(table: str, staged: list[str]) -> str | None:

@@ -12,7 +12,9 @@ from tracekit.resources import resource_dir
 if TYPE_CHECKING:
     import pyarrow as pa
 
-TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
+TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs", "collective_sizes", "collective_ranks")
+# Tables derived from `collectives` by queries/rollups/<name>.sql, kept in step by every ingest.
+ROLLUPS = ("collective_sizes", "collective_ranks")
 
 COMM_TYPES = (
     "ALL_REDUCE",
