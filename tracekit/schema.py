@@ -12,9 +12,20 @@ from tracekit.resources import resource_dir
 if TYPE_CHECKING:
     import pyarrow as pa
 
-TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs", "collective_sizes", "collective_ranks")
-# Tables derived from `collectives` by queries/rollups/<name>.sql, kept in step by every ingest.
-ROLLUPS = ("collective_sizes", "collective_ranks")
+TABLES = (
+    "traces",
+    "jobs",
+    "process_groups",
+    "collectives",
+    "ops",
+    "runs",
+    "collective_sizes",
+    "collective_ranks",
+    "job_classes",
+)
+# Tables derived by queries/rollups/<name>.sql, kept in step by every ingest for the jobs it touches;
+# in this order (each may read those before it).
+ROLLUPS = ("collective_sizes", "collective_ranks", "job_classes")
 
 COMM_TYPES = (
     "ALL_REDUCE",
