@@ -34,6 +34,7 @@ from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, dis
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
 from tracekit.ingest.jobs import decide_rank, finish_job
 from tracekit.ingest.worker import Batch, BatchResult, ParsedFile, Task, content_key, make_trace_id, parse_batch
+from tracekit.parsers.base import ProcessGroup
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -204,6 +205,7 @@ class _Read:
     by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = field(default_factory=dict)
     duplicates: list[ParsedFile] = field(default_factory=list)  # already in the dataset, in another job
     skipped: list[str] = field(default_factory=list)  # trace ids already in the dataset
+    shared: _Shared = field(default_factory=lambda: _Shared())
 
 
 def _read_all(
@@ -234,8 +236,30 @@ def _read_all(
             elif parsed.duplicate:
                 read.duplicates.append(parsed)
             else:
+                read.shared.intern(parsed)
                 read.by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
     return read
+
+
+@dataclass
+class _Shared:
+    """One object for values that many files of a fleet repeat (every rank of a job records the same
+    process groups, the same schema version), so a run of a million files holds each once."""
+
+    groups: dict[tuple[object, ...], ProcessGroup] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def intern(self, parsed: ParsedFile) -> None:
+        parsed.job_id = self.texts.setdefault(parsed.job_id, parsed.job_id)
+        meta = parsed.meta
+        if meta is None:
+            return
+        if meta.schema_version is not None:
+            meta.schema_version = self.texts.setdefault(meta.schema_version, meta.schema_version)
+        meta.process_groups = [
+            self.groups.setdefault((g.pg_name, g.pg_desc, g.backend, g.group_size, tuple(g.ranks)), g)
+            for g in meta.process_groups
+        ]
 
 
 def _commit(dataset: Dataset, changes: RunChanges, report: IngestReport, started: datetime, staging: Path) -> None:
