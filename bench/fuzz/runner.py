@@ -1,0 +1,297 @@
+"""Run mutated inputs through `tracekit.parse_file` in worker processes, bounded in time and memory.
+
+Input number i of a campaign is made the same way in any process (its mutations come from a
+random stream seeded by the campaign seed and i), so workers make their own inputs and the parent
+only hands out numbers; a finding is re-made in the parent to be saved. The parent kills a worker
+whose input runs past the time bound or whose resident memory passes the memory bound, records
+that as a finding, and starts a new worker. Peak memory per input is the worker's VmHWM, reset
+before each input through /proc/self/clear_refs (Linux); the worker's own imports are included.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from bench.fuzz.mutate import Mutant, mutate
+from bench.fuzz.seeds import FORMATS, load_seeds
+
+# A one-line message naming the file and the place needs no more than this.
+MAX_MESSAGE = 500
+OUTCOMES = ("ok", "trace_error", "exception", "bad_message", "timeout", "over_memory", "worker_died")
+FINDINGS = frozenset(OUTCOMES[2:])
+
+
+@dataclass
+class Result:
+    index: int
+    outcome: str
+    detail: str = ""
+    seconds: float = 0.0
+    peak_mb: float = 0.0
+
+
+@dataclass
+class Campaign:
+    """What a campaign found, per format."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    slowest: dict[str, float] = field(default_factory=dict)
+    peak_mb: dict[str, float] = field(default_factory=dict)
+    findings: list[tuple[str, Mutant, Result]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def inputs(self) -> int:
+        return sum(self.counts.values())
+
+    def add(self, fmt: str, mutant: Mutant | None, result: Result) -> None:
+        self.counts[(fmt, result.outcome)] += 1
+        self.slowest[fmt] = max(self.slowest.get(fmt, 0.0), result.seconds)
+        self.peak_mb[fmt] = max(self.peak_mb.get(fmt, 0.0), result.peak_mb)
+        if mutant is not None and result.outcome in FINDINGS:
+            self.findings.append((fmt, mutant, result))
+
+    def table(self) -> str:
+        head = f"{'format':<12}{'inputs':>9}{'ok':>8}{'TraceError':>11}{'findings':>9}{'slowest s':>10}{'peak MB':>9}"
+        lines = [head]
+        for fmt in sorted({f for f, _ in self.counts}):
+            n = sum(c for (f, _), c in self.counts.items() if f == fmt)
+            bad = sum(c for (f, o), c in self.counts.items() if f == fmt and o in FINDINGS)
+            lines.append(
+                f"{fmt:<12}{n:>9,}{self.counts[(fmt, 'ok')]:>8,}{self.counts[(fmt, 'trace_error')]:>11,}{bad:>9,}"
+                f"{self.slowest.get(fmt, 0.0):>10.2f}{self.peak_mb.get(fmt, 0.0):>9.0f}"
+            )
+        kinds = Counter(r.outcome for _, _, r in self.findings)
+        rate = self.inputs / max(self.seconds, 1e-9)
+        lines.append(
+            f"{self.inputs:,} inputs in {self.seconds:.0f} s ({rate:,.0f}/s); findings: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none")
+        )
+        return "\n".join(lines)
+
+
+class Inputs:
+    """The campaign's inputs: the formats take turns, so each gets an equal share."""
+
+    def __init__(self, seed: int, formats: tuple[str, ...]) -> None:
+        self.seed = seed
+        self.seeds = load_seeds(seed)
+        self.by_format = {f: s for f in formats if (s := [x for x in self.seeds if x.format == f])}
+        self.order = sorted(self.by_format)
+
+    def format_of(self, index: int) -> str:
+        return self.order[index % len(self.order)]
+
+    def make(self, index: int) -> Mutant:
+        rng = random.Random(f"{self.seed}:{index}")
+        return mutate(rng.choice(self.by_format[self.format_of(index)]), self.seeds, rng)
+
+
+# ------------------------------------------------------------------------------------ worker
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _status_mb(pid: int | str, key: str) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def check_message(message: str) -> str | None:
+    """Why a TraceError's text breaks the contract, or None when it keeps it."""
+    if "\n" in message or "\r" in message:
+        return "message spans several lines"
+    if len(message) > MAX_MESSAGE:
+        return f"message of {len(message):,} characters"
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:
+        return "message cannot be written as UTF-8"
+    return None
+
+
+def parse_one(name: str, data: bytes) -> tuple[str, str]:
+    """(outcome, detail) of parsing one input in this process."""
+    import tracekit
+    from tracekit.parsers.base import TraceError
+
+    try:
+        tracekit.parse_file(data=data, name=name)
+    except TraceError as exc:
+        text = exc.describe(name)
+        bad = check_message(text)
+        return ("bad_message", f"{bad}: {text[:300]!r}") if bad else ("trace_error", text)
+    except Exception as exc:  # the findings this fuzzer exists for
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{Path(last.filename).name}:{last.lineno} in {last.name}"
+        return "exception", f"{type(exc).__name__} at {where}: {str(exc)[:200]!r}"
+    return "ok", ""
+
+
+def _worker(conn: Connection, seed: int, formats: tuple[str, ...]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import tracekit.parse  # noqa: F401 - import once, before the first timed input
+
+    made = Inputs(seed, formats)
+    while True:
+        try:
+            index = conn.recv()
+        except EOFError:
+            return
+        if index is None:
+            return
+        mutant = made.make(index)
+        _reset_peak()
+        start = time.perf_counter()
+        outcome, detail = parse_one(mutant.name, mutant.data)
+        seconds = time.perf_counter() - start
+        conn.send(Result(index, outcome, detail, seconds, _status_mb("self", "VmHWM")))
+
+
+@dataclass
+class _Slot:
+    process: Any
+    conn: Connection
+    index: int | None = None
+    started: float = 0.0
+
+
+class _Pool:
+    def __init__(self, workers: int, seed: int, formats: tuple[str, ...]) -> None:
+        self.context = multiprocessing.get_context("forkserver")
+        self.args = (seed, formats)
+        self.slots = [self._start() for _ in range(workers)]
+
+    def _start(self) -> _Slot:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker, args=(child, *self.args), daemon=True)
+        process.start()
+        child.close()
+        return _Slot(process, parent)
+
+    def replace(self, slot: _Slot) -> None:
+        slot.process.kill()
+        slot.process.join()
+        slot.conn.close()
+        fresh = self._start()
+        slot.process, slot.conn, slot.index = fresh.process, fresh.conn, None
+
+    def close(self) -> None:
+        for slot in self.slots:
+            try:
+                slot.conn.send(None)
+            except OSError:
+                pass
+        for slot in self.slots:
+            slot.process.join(timeout=2)
+            if slot.process.is_alive():
+                slot.process.kill()
+
+
+def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, pool: _Pool) -> Result | None:
+    """The result of the slot's input if it has one: returned, killed for time or memory, or lost."""
+    index = slot.index
+    assert index is not None
+    elapsed = time.perf_counter() - slot.started
+    if slot.conn in ready:
+        try:
+            result: Result = slot.conn.recv()
+            return result
+        except EOFError:
+            pool.replace(slot)
+            return Result(index, "worker_died", f"exit code {slot.process.exitcode}", elapsed)
+    if elapsed > timeout:
+        pool.replace(slot)
+        return Result(index, "timeout", f"still running after {timeout:.0f} s", elapsed)
+    rss = _status_mb(slot.process.pid, "VmRSS")
+    if rss > max_rss_mb:
+        pool.replace(slot)
+        return Result(index, "over_memory", f"{rss:,.0f} MB resident", elapsed, rss)
+    return None
+
+
+def run_campaign(
+    count: int,
+    *,
+    seed: int = 0,
+    workers: int = 2,
+    timeout: float = 10.0,
+    max_rss_mb: float = 1024.0,
+    formats: tuple[str, ...] = FORMATS,
+    progress: Any = None,
+) -> Campaign:
+    """Parse `count` mutants of the seeds here; see the module docstring for what is checked."""
+    campaign = Campaign()
+    started = time.perf_counter()
+    made = Inputs(seed, formats)
+    pool = _Pool(workers, seed, formats)
+    next_index = 0
+    try:
+        while True:
+            for slot in pool.slots:
+                if slot.index is None and next_index < count:
+                    slot.index, slot.started = next_index, time.perf_counter()
+                    slot.conn.send(next_index)
+                    next_index += 1
+            busy = [s for s in pool.slots if s.index is not None]
+            if not busy:
+                break
+            ready = wait([s.conn for s in busy], timeout=0.05)
+            for slot in busy:
+                result = _check(slot, ready, timeout, max_rss_mb, pool)
+                if result is None:
+                    continue
+                slot.index = None
+                finding = result.outcome in FINDINGS
+                campaign.add(made.format_of(result.index), made.make(result.index) if finding else None, result)
+                if progress:
+                    progress(campaign)
+    finally:
+        pool.close()
+    campaign.seconds = time.perf_counter() - started
+    return campaign
+
+
+def save_findings(campaign: Campaign, out: Path) -> None:
+    """Each finding as <index>.input.<name> plus <index>.finding.json (how it was made, what it did)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for fmt, mutant, result in campaign.findings:
+        stem = f"{result.index:07d}"
+        (out / f"{stem}.input.{Path(mutant.name).name}").write_bytes(mutant.data)
+        description = {
+            "format": fmt,
+            "name": mutant.name,
+            "steps": mutant.steps,
+            "outcome": result.outcome,
+            "detail": result.detail,
+            "seconds": round(result.seconds, 3),
+            "peak_mb": round(result.peak_mb, 1),
+        }
+        (out / f"{stem}.finding.json").write_text(json.dumps(description, indent=1, ensure_ascii=True))
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
