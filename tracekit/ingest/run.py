@@ -19,7 +19,7 @@ from tracekit._version import __version__
 from tracekit.dataset import Dataset, DatasetSummary, RunChanges, dataset_summary
 from tracekit.ingest.discover import InputFile, JobInfo, discover
 from tracekit.ingest.jobs import finish_job
-from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_batch, set_known
+from tracekit.ingest.worker import ParsedFile, Task, make_trace_id, parse_batch, set_known, start_worker
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -230,8 +230,8 @@ def _pool(workers: int, known: frozenset[str]) -> Iterator[Executor]:
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("forkserver"),
-        initializer=set_known,
-        initargs=(known,),
+        initializer=start_worker,
+        initargs=(known, os.getpid()),
     )
     try:
         yield pool

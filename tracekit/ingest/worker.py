@@ -8,7 +8,11 @@ file's batches whatever the fleet's size.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import select
+import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +68,39 @@ _known: frozenset[str] = frozenset()
 def set_known(known: frozenset[str]) -> None:
     global _known
     _known = known
+
+
+def start_worker(known: frozenset[str], ingest_pid: int) -> None:
+    """Pool initializer: the trace ids already known, and a watch on the ingest process."""
+    set_known(known)
+    threading.Thread(target=_exit_with, args=(ingest_pid,), name="tracekit-watch-ingest", daemon=True).start()
+
+
+def _exit_with(pid: int) -> None:
+    """Exit this worker as soon as the ingest process `pid` is gone, whatever killed it.
+
+    A worker killed with its ingest matters beyond the worker: pool workers hold the pipes of the
+    task queue and the forkserver's liveness pipe, so while one waits for work that will never
+    come, the forkserver and the resource tracker stay alive too.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # the ingest is already gone, or the kernel has no pidfds (before Linux 5.3)
+        while _alive(pid):
+            time.sleep(0.5)
+    else:
+        select.select([fd], [], [])  # readable once the process has exited
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def rank_from_name(name: str) -> int | None:
