@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.parsers import detect_format, parser_for
+from tracekit.errors import describe
+from tracekit.parsers import read_trace
 from tracekit.parsers.base import TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-_SNIFF = 1 << 16
 _RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 # Larger trailing numbers are pids or timestamps, not ranks.
 _MAX_RANK_IN_NAME = 1 << 20
@@ -261,23 +261,20 @@ def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
         return result
     sink = ParquetSink(Path(task.staging), result.trace_id, shared)
     try:
-        with source.open() as stream:
-            head = stream.read(_SNIFF)
-        result.format = detect_format(head, task.name)
-        result.meta = parser_for(result.format).parse(source, sink)
+        # Only TraceError for anything the file holds (a parser's own bug is a ParserBug).
+        result.format, result.meta = read_trace(source, sink)
         sink.commit()
         result.staged, result.rows = dict(sink.paths), dict(sink.rows)
     except TraceError as exc:
         sink.discard()
         result.error = exc.describe(task.display)
-    except MemoryError:
-        sink.discard()
-        result.error = f"{task.display}: out of memory while parsing"
-    except Exception as exc:  # a parser bug must not lose the rest of the batch
+    except Exception as exc:  # staging its rows failed: the rest of the batch must not be lost
         sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = (
-            f"{task.display}: internal error in the {result.format or 'format'} parser "
-            f"({type(exc).__name__}: {exc}; {Path(last.filename).name}:{last.lineno}); please report"
+        result.error = describe(
+            task.display,
+            None,
+            f"internal error while staging its rows ({type(exc).__name__}: {exc}; "
+            f"{Path(last.filename).name}:{last.lineno}); please report",
         )
     return result

@@ -7,7 +7,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracekit.parsers.base import MAX_WARNINGS, TraceMeta, printable
+from tracekit.errors import MAX_WHERE_CHARS, one_line
+from tracekit.parsers.base import MAX_WARNINGS, TraceMeta
 from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.values import (
     COUNT,
@@ -108,5 +109,5 @@ def test_warnings_are_capped_and_printable() -> None:
     assert len(meta.warnings) == MAX_WARNINGS + 1
     assert meta.warnings[-1].message.startswith("more warnings not listed")
     first = meta.warnings[0]
-    assert first.message == "bad 0 \\ud800" and first.where is not None and len(first.where) <= 500
-    assert printable("\udcff") == "\\udcff"
+    assert first.message == "bad 0 \\ud800" and first.where is not None and len(first.where) <= MAX_WHERE_CHARS
+    assert one_line("\udcff", 10) == "\\udcff"
