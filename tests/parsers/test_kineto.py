@@ -1138,3 +1138,55 @@ def test_ops_times_that_are_not_finite_become_null() -> None:
     assert _finite(values, [10, 11, 12, 13, 14], "ts", Checker(meta)) == [1.0, None, None, 1e308, 1e308]
     [warning] = meta.warnings
     assert (warning.message, warning.where) == ("ts = inf is not a finite number: left null", "traceEvents[12]")
+
+
+# ---------------------------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        "[" + "[" * 5000 + "]" * 5000 + "]",  # typed decode: msgspec raised RecursionError
+        '[{"ph": "X", "name": 1, "args": ' + "[" * 5000 + "]" * 5000 + "}]",  # tolerant decode, too
+        '[{"ph": "X", "name": "a", "ts": 1, "args": {"x": ' + "[" * 5000 + "]" * 5000 + "}}]",
+    ],
+)
+def test_json_nested_too_deeply_is_a_trace_error(events: str) -> None:
+    with pytest.raises(TraceError, match="nested too deeply"):
+        _parse(f'{{"traceEvents": {events}}}'.encode())
+
+
+@pytest.mark.parametrize("base", [str(10**400), str(-(10**30)), "1.5e300", '"12"', "true"])
+def test_base_time_beyond_any_clock_gives_no_start_time(base: str) -> None:
+    # An integer above 1e308 raised OverflowError in _started_at (int + float).
+    data = f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{{"ph": "X", "name": "a", "ts": 1, "dur": 1}}]}}'
+    meta, _, ops = _parse(data.encode())
+    assert meta.started_at is None and ops.num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("dist", "rank", "world_size"),
+    [
+        ({"rank": 3, "world_size": 2_147_483_647}, 3, None),
+        ({"rank": 3, "world_size": 10**20}, 3, None),
+        ({"rank": 3, "world_size": -1}, 3, None),
+        ({"rank": 2**31 - 2}, None, None),
+        ({"rank": 2**40, "world_size": 8}, None, 8),
+        ({"rank": "7", "world_size": 8.0}, 7, 8),
+    ],
+)
+def test_rank_and_world_size_are_bounded(dist: dict[str, Any], rank: int | None, world_size: int | None) -> None:
+    meta, _, _ = _parse(_doc([_x("a", 1, 1)], distributedInfo=dist))
+    assert (meta.rank, meta.world_size) == (rank, world_size)
+    assert all("out of bounds" in w.message for w in meta.warnings)
+
+
+def test_ids_of_thousands_of_digits() -> None:
+    # pid/tid/name of 4,000 digits decode (msgspec refuses more than Python's 4,300-digit text
+    # limit), so turning them into text cannot fail.
+    big = "9" * 4000
+    data = f'{{"traceEvents": [{{"ph": "X", "name": {big}, "pid": {big}, "tid": -{big}, "ts": 1, "dur": 1}}]}}'
+    _, _, ops = _parse(data.encode())
+    assert ops.column("name").to_pylist() == [big]
+    with pytest.raises(TraceError, match="invalid JSON"):
+        _parse(data.replace(big, big * 2).encode())

@@ -1467,3 +1467,36 @@ def test_bytes_source_reads_gzip_member() -> None:
     sink = MemorySink()
     meta = pytorch_et.parse(BytesSource(data, "a.tgz!et.json.gz", "et.json.gz"), sink)
     assert meta.node_count == 11 and sink.table("collectives").num_rows == 5
+
+
+# ------------------------------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize("attrs", [None, {"pg_size": 2_147_483_647}])
+def test_a_huge_group_size_never_becomes_the_world_size(attrs: dict[str, Any] | None) -> None:
+    # The world size came from default-group rows before their values were bounded: a process group
+    # of 2,147,483,647 ranks reached TraceMeta and made the ingest build one row per missing rank.
+    tail = (0, 1, 2_147_483_647)  # layout C: global_rank_start, stride, world_size
+    rpc = rpc_c(11, 2, "allreduce", tensor(5, 16), tensor(5, 16), 1, ("0", ""), 0, tail=tail, attrs=attrs)
+    doc = et("1.1.0", [rpc])
+    meta, colls, _ = run(doc)
+    assert meta.world_size is None and colls[0]["group_size"] is None
+    assert any("out of bounds [1, 1048576]" in w.message for w in meta.warnings)
+
+
+def test_a_node_id_beyond_int64_is_null_and_a_duplicate_a_short_error() -> None:
+    big = 10**50
+    meta, _, ops = run(et("1.1.0", [node(big, "a", 2)]))
+    assert [o["op_id"] for o in ops if o["name"] == "a"] == [None]
+    assert [w.message.split(" = ")[0] for w in meta.warnings] == ["op_id"]
+    huge = int("9" * 4000)
+    with pytest.raises(TraceError, match="duplicate node id") as info:
+        run(et("1.1.0", [node(huge, "a", 2), node(huge, "b", 2)]))
+    line = info.value.describe("et.json")
+    assert len(line) <= 500
+
+
+def test_a_peer_from_huge_rank_start_and_stride_is_null() -> None:
+    doc = et("1.1.0", [rpc_c(11, 2, "send", tensor(6, 4), None, 2, ("5", ""), 3, tail=(2**62, 2**62, 8))])
+    meta, colls, _ = run(doc)
+    assert colls[0]["peer"] is None and colls[0]["comm_type"] == "SEND"

@@ -46,7 +46,7 @@ from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -389,7 +389,7 @@ class NodeRows:
             return
         row = collective_row(node, node_type)
         if row is not None:
-            self.collectives.append(self.checker.row(row, _where(node)))
+            self.collectives.append(finished(row, self.checker, _where(node)))
 
     def finish(self) -> TraceMeta:
         """Flush what is pending and return the file's metadata."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from tracekit.parsers.base import TraceError
+from tracekit.parsers.common.limits import MAX_WALK_DEPTH
 from tracekit.parsers.common.names import C10D_PREFIX, RECORD_PARAM_COMMS, is_backend_annotation, normalize_dtype
 from tracekit.parsers.common.values import Bound, Checker
 
@@ -178,7 +179,11 @@ def tensors(value: Any, type_name: str, found: list[tuple[int, int, str | None]]
     return _collect(value, dtype, dtypes, found)
 
 
-def _collect(value: Any, dtype: str | None, dtypes: list[str | None], out: list[tuple[int, int, str | None]]) -> Any:
+def _collect(
+    value: Any, dtype: str | None, dtypes: list[str | None], out: list[tuple[int, int, str | None]], depth: int = 0
+) -> Any:
+    if depth > MAX_WALK_DEPTH:  # tensor lists nest two or three levels: nothing down there is a tensor
+        return None
     if isinstance(value, list) and len(value) >= 5 and is_int(value[0]) and is_int(value[3]) and is_int(value[4]):
         # [tensor_id, storage_id, offset, numel, itemsize, device]
         if value[3] < 0 or value[4] < 0:
@@ -190,7 +195,7 @@ def _collect(value: Any, dtype: str | None, dtypes: list[str | None], out: list[
     bad = None
     if isinstance(value, list):
         for item in value:
-            bad = _collect(item, dtype, dtypes, out) or bad
+            bad = _collect(item, dtype, dtypes, out, depth + 1) or bad
     return bad
 
 
