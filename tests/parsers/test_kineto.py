@@ -290,16 +290,18 @@ def test_captured_moe_alltoall(rank: int) -> None:
             32,
         )
         assert r["in_splits"] is None and r["out_splits"] is None
-    for r in uneven:  # rows of 32 fp32; splits count rows
+    for r in uneven:  # rows of 32 fp32: the trace's splits count rows, the table's count elements
         assert r["dtype"] == "Float" and len(r["in_splits"]) == len(r["out_splits"]) == 4
-        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_elems"] == sum(r["in_splits"]) and r["out_elems"] == sum(r["out_splits"])
+        assert all(s % 32 == 0 for s in r["in_splits"] + r["out_splits"])
+        assert {"in_splits", "out_splits"} <= set(r["inferred"])
         assert r["in_bytes"] == 4 * r["in_elems"]
     # Dispatch and combine swap the split lists.
     pairs = collections.Counter((tuple(r["in_splits"]), tuple(r["out_splits"])) for r in uneven)
     assert all(pairs[(o, i)] == n for (i, o), n in pairs.items())
-    if rank == 1:  # README: rank 1, first profiled step, in splits [5,2,4,1] -> out [4,2,5,3]
+    if rank == 1:  # README: rank 1, first profiled step, in splits [5,2,4,1] -> out [4,2,5,3] rows of 32
         first = uneven[0]
-        assert (first["in_splits"], first["out_splits"]) == ([5, 2, 4, 1], [4, 2, 5, 3])
+        assert (first["in_splits"], first["out_splits"]) == ([160, 64, 128, 32], [128, 64, 160, 96])
         assert (first["in_elems"], first["out_elems"]) == (384, 448)
     ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
     assert [(r["dtype"], r["in_elems"]) for r in ar] == [("Float", 1056)] * 2
@@ -692,12 +694,14 @@ def test_gloo_c10d_rows_paired_by_record_function_id() -> None:
     # A TensorList carries no dtype: the gloo annotation's tensor gives it.
     assert (ar["dtype"], ar["in_elems"], ar["in_bytes"], ar["out_bytes"]) == ("Float", 6, 24, 24)
     assert (a2av["in_elems"], a2av["out_elems"], a2av["in_bytes"]) == (10, 14, 40)
-    assert (a2av["in_splits"], a2av["out_splits"], a2av["is_uneven"]) == ([2, 1, 1, 1], [3, 1, 2, 1], True)
+    # The recorded splits count rows of 2: the table holds elements.
+    assert (a2av["in_splits"], a2av["out_splits"], a2av["is_uneven"]) == ([4, 2, 2, 2], [6, 2, 4, 2], True)
     assert (a2a["dtype"], a2a["in_bytes"], a2a["in_splits"], a2a["is_uneven"]) == ("Long", 32, None, False)
     assert (send["peer"], send["in_bytes"], send["out_bytes"], send["duration_us"]) == (3, 512, None, 30)
     for r in rows:
         assert (r["pg_name"], r["group_size"]) == ("0", 4)
-        assert r["inferred"] == ["pg_name", "group_size"]  # the peer is certain: one group
+        splits = ["in_splits", "out_splits"] if r is a2av else []  # rows of 2 made elements
+        assert r["inferred"] == ["pg_name", "group_size", *splits]  # the peer is certain: one group
 
 
 def test_record_function_id_zero_is_unknown() -> None:

@@ -1329,19 +1329,22 @@ def test_captured_moe_alltoall(captured: dict[tuple[str, int], list[Row]], rank:
         (r["in_elems"], r["out_elems"], r["dtype"], r["in_splits"], r["out_splits"]) == (4, 4, "Long", None, None)
         for r in even
     )
-    for r in uneven:
+    for r in uneven:  # rows of 32 fp32: the trace's splits count rows, the table's count elements
         assert len(r["in_splits"]) == len(r["out_splits"]) == 4 and r["dtype"] == "Float"
-        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_elems"] == sum(r["in_splits"]) and r["out_elems"] == sum(r["out_splits"])
+        assert all(s % 32 == 0 for s in r["in_splits"] + r["out_splits"])
+        assert {"in_splits", "out_splits"} <= set(r["inferred"])
         assert r["in_bytes"] == 4 * r["in_elems"]
     assert [(r["in_elems"], r["dtype"]) for r in _of(rows, "ALL_REDUCE")] == [(1056, "Float")] * 2
 
 
 def test_captured_moe_alltoall_splits_match_readme(captured: dict[tuple[str, int], list[Row]]) -> None:
-    # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448)
+    # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448),
+    # rows of 32 elements
     r = _of(captured[("moe_alltoall", 1)], "ALL_TO_ALL")[1]
     assert (r["in_splits"], r["out_splits"], r["in_elems"], r["out_elems"]) == (
-        [5, 2, 4, 1],
-        [4, 2, 5, 3],
+        [160, 64, 128, 32],
+        [128, 64, 160, 96],
         384,
         448,
     )

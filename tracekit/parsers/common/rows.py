@@ -3,7 +3,8 @@
 `CollectiveRow` holds the columns of the `collectives` table that a single file can know; the
 ingest layer fills `job_id`, `rank`, `trace_id` and `linked_trace_id`. Every parser passes each
 row through `finished` before anything else reads it: its values are checked against the bounds
-(tracekit.parsers.common.values). `CollectiveBuffer` turns rows into record batches of the table's
+(tracekit.parsers.common.values) and its split lists turned into elements
+(tracekit.parsers.common.sizes). `CollectiveBuffer` turns rows into record batches of the table's
 declared schema (schemas/tables.toml), one column at a time.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from tracekit.parsers.common.groups import only_group
+from tracekit.parsers.common.sizes import splits_in_elements
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,8 +57,9 @@ ROW_COLUMNS = tuple(f.name for f in fields(CollectiveRow))
 
 
 def finished(row: CollectiveRow, checker: Checker, where: str | None) -> CollectiveRow:
-    """The row as it may be written: values out of bounds null (with a warning)."""
+    """The row as it may be written: values out of bounds null (with a warning), splits in elements."""
     checker.row(row, where)
+    splits_in_elements(row, checker, where)
     return row
 
 
