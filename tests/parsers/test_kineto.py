@@ -1194,3 +1194,11 @@ def test_ids_of_thousands_of_digits() -> None:
     assert ops.column("name").to_pylist() == [big]
     with pytest.raises(TraceError, match="invalid JSON"):
         _parse(data.replace(big, big * 2).encode())
+
+
+def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
+    # A preallocated, half-written trace: the document was read whole (gigabytes) before decoding.
+    head = json.dumps(_g2_doc()).encode()[:300]
+    with pytest.raises(TraceError, match="NUL byte") as info:
+        _parse(head + bytes(1 << 20))
+    assert info.value.where == "byte offset 300"

@@ -1503,3 +1503,10 @@ def test_a_peer_from_huge_rank_start_and_stride_is_null() -> None:
     doc = et("1.1.0", [rpc_c(11, 2, "send", tensor(6, 4), None, 2, ("5", ""), 3, tail=(2**62, 2**62, 8))])
     meta, colls, _ = run(doc)
     assert colls[0]["peer"] is None and colls[0]["comm_type"] == "SEND"
+
+
+def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
+    head = json.dumps(_good_doc()).encode()[:500]
+    with pytest.raises(TraceError, match="NUL byte") as info:
+        run(head + bytes(1 << 20))
+    assert info.value.where == "byte offset 500"

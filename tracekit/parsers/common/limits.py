@@ -17,6 +17,11 @@ Each limit below is far beyond what any real trace holds; past it a file is a Tr
 * A Chakra record's length (MAX_RECORD_BYTES) and a Chakra JSON object's text (MAX_OBJECT_CHARS):
   the largest node a writer makes is a `process_group:init` listing every group's ranks, a few
   megabytes at 2**20 ranks; a longer length is a corrupt header, refused before it is read.
+* NUL bytes in a JSON document (Kineto, PyTorch ET: `read_json_document`). JSON never holds one
+  (control characters inside strings are escaped), yet a document is decoded whole: a valid head
+  with a zero-filled tail was read to the end, gigabytes of it, before the decoder saw the first
+  zero. The document is read in chunks of DOCUMENT_CHUNK bytes and refused at the first chunk that
+  holds a NUL byte. (Chakra JSON is decoded object by object and stops at the first zero anyway.)
 * JSON nesting. The decoders (msgspec, json) recurse once per level and stop at the interpreter's
   recursion limit (1,000 frames by default); traces nest fewer than 10 levels. Their RecursionError
   becomes `too_deep()`. Code that walks a decoded value recursively stops at MAX_WALK_DEPTH.
@@ -28,13 +33,19 @@ Each limit below is far beyond what any real trace holds; past it a file is a Tr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tracekit.parsers.base import TraceError
+
+if TYPE_CHECKING:
+    from tracekit.parsers.base import Source
 
 UNTYPED_ALLOWANCE = 1_000
 UNTYPED_SHARE = 0.01
 MAX_RECORD_BYTES = 64 << 20
 MAX_OBJECT_CHARS = 64 << 20
 MAX_WALK_DEPTH = 32
+DOCUMENT_CHUNK = 16 << 20
 
 
 class UntypedRecords:
@@ -60,3 +71,16 @@ class UntypedRecords:
 def too_deep() -> TraceError:
     """The error of a JSON document nested beyond what its decoder can follow."""
     return TraceError("JSON nested too deeply (hundreds of levels; traces nest fewer than 10)")
+
+
+def read_json_document(source: Source) -> bytearray:
+    """The whole (decompressed) content of a JSON document file, refused at the first NUL byte."""
+    data = bytearray()
+    with source.open() as stream:
+        while chunk := stream.read(DOCUMENT_CHUNK):
+            zero = chunk.find(0)
+            if zero >= 0:
+                offset = len(data) + zero
+                raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", f"byte offset {offset}")
+            data += chunk
+    return data

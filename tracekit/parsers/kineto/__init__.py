@@ -73,6 +73,7 @@ import math
 from typing import Any
 
 from tracekit.parsers.base import BatchSink, Source, TraceMeta
+from tracekit.parsers.common.limits import read_json_document
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import Checker
 from tracekit.parsers.kineto.decode import Event, decode, event_args, read_meta
@@ -89,7 +90,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Kineto trace: ops (every complete event) and collectives (each one once)."""
     meta = TraceMeta(format=FORMAT)
     checker = Checker(meta)
-    data = source.read()
+    data = read_json_document(source)
     trace = decode(data, checker)
     del data
     events = trace.traceEvents or []

@@ -51,7 +51,7 @@ _ANY_DECODER = msgspec.json.Decoder()
 _BYTE_AT = re.compile(r"\(byte (\d+)\)")
 
 
-def decode(data: bytes, checker: Checker) -> Trace:
+def decode(data: bytes | bytearray, checker: Checker) -> Trace:
     try:
         trace = _TRACE_DECODER.decode(data)
     except msgspec.ValidationError:
@@ -68,7 +68,7 @@ def decode(data: bytes, checker: Checker) -> Trace:
     return trace
 
 
-def _json_error(exc: msgspec.DecodeError, data: bytes) -> TraceError:
+def _json_error(exc: msgspec.DecodeError, data: bytes | bytearray) -> TraceError:
     text = str(exc)
     match = _BYTE_AT.search(text)
     if match:
@@ -80,7 +80,7 @@ def _json_error(exc: msgspec.DecodeError, data: bytes) -> TraceError:
     return TraceError(f"invalid JSON: {_BYTE_AT.sub('', text).strip()}", where)
 
 
-def _decode_tolerant(data: bytes, checker: Checker) -> Trace:
+def _decode_tolerant(data: bytes | bytearray, checker: Checker) -> Trace:
     """Untyped decode, then coerce field by field."""
     try:
         doc = _ANY_DECODER.decode(data)
