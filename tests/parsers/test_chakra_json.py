@@ -275,9 +275,17 @@ def test_an_integer_of_thousands_of_digits_is_a_trace_error() -> None:
     assert "object 1" in exc.message and len(exc.message) < 300
 
 
-def test_a_lone_surrogate_key_is_a_trace_error_that_can_be_written() -> None:
+@pytest.mark.parametrize(
+    "node",
+    [
+        '{"id": "1", "\\ud800": 1}',
+        # found by the fuzz smoke campaign: the key inside an attribute, not at the top
+        '{"id": "1", "attr": [{"name": "comm_size", "int64Val": "4", "\\ud800": 1}]}',
+    ],
+)
+def test_a_lone_surrogate_key_is_a_trace_error_that_can_be_written(node: str) -> None:
     # json_format.ParseDict raised SystemError from upb for a key that is not valid Unicode.
-    exc = _error('{"version": "0.0.4"}{"id": "1", "\\ud800": 1}')
+    exc = _error('{"version": "0.0.4"}' + node)
     assert "not valid Unicode" in exc.message
     exc.describe("t.json").encode("utf-8")
 

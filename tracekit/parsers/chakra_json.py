@@ -310,19 +310,13 @@ def _message(obj: dict[str, Any], message: Any, number: int, reader: ObjectReade
     except (json_format.ParseError, ValueError, TypeError, OverflowError) as exc:
         # OverflowError: an infinite number (-Infinity, 1e999) where an integer or enum belongs.
         reason = f"object {number} is not a valid {kind}: {exc}"
-    except SystemError:
-        # upb cannot look up a key that is not valid Unicode (a lone surrogate from a \ud800 escape).
-        if not any(isinstance(key, str) and not _is_unicode(key) for key in obj):
+    except SystemError as exc:
+        # upb fails to look up a key that is not valid Unicode (a lone surrogate from a \ud800
+        # escape) with a SystemError whose cause says so.
+        if not isinstance(exc.__cause__, UnicodeError):
             raise
         reason = f"object {number} is not a valid {kind}: a key is not valid Unicode"
     except RecursionError:
         reason = f"object {number} is not a valid {kind}: nested too deeply"
     raise TraceError(reason, f"object {number} at {reader.place()}")
 
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
