@@ -136,10 +136,12 @@ def check_message(message: str) -> str | None:
 def parse_one(name: str, data: bytes) -> tuple[str, str]:
     """(outcome, detail) of parsing one input in this process."""
     import tracekit
-    from tracekit.parsers.base import TraceError
+    from tracekit.errors import ParserBug, TraceError
 
     try:
         tracekit.parse_file(data=data, name=name)
+    except ParserBug as exc:  # a parser's own exception, caught by the last line of defence
+        return "exception", exc.message
     except TraceError as exc:
         text = exc.describe(name)
         bad = check_message(text)

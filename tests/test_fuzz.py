@@ -1,0 +1,52 @@
+"""The fuzzing smoke campaign: a few thousand mutated traces through `tracekit.parse_file`.
+
+Each input is a sample trace (and a public one, where ../shared is present) mutated by bench.fuzz:
+bit flips, truncation, zero runs, structural JSON edits, type swaps, huge and non-finite numbers,
+deep nesting, lone surrogates, inconsistent ranks, groups and splits, Chakra record edits, gzip.
+Every input must give rows or a TraceError with a one-line, bounded, writable message, within 10 s
+and 1 GiB. The seed is fixed, so the run is the same every time (TRACEKIT_FUZZ_SEED picks
+another); `python -m bench.fuzz --inputs N` runs any number on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.fuzz import seeds
+from bench.fuzz.runner import check_message, parse_one, run_campaign, save_findings
+
+SMOKE_INPUTS = 3_000
+
+pytestmark = pytest.mark.fuzz
+
+
+def test_fuzz_smoke_campaign_finds_nothing(tmp_path: Path) -> None:
+    seed = int(os.environ.get("TRACEKIT_FUZZ_SEED", "0"))
+    campaign = run_campaign(SMOKE_INPUTS, seed=seed, workers=2, timeout=10.0, max_rss_mb=1024.0)
+    print(campaign.table())
+    assert campaign.inputs == SMOKE_INPUTS
+    if campaign.findings:
+        save_findings(campaign, tmp_path)
+        found = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*.finding.json"))]
+        details = "\n".join(f"{f['format']} {f['outcome']}: {f['detail'][:200]} ({f['steps']})" for f in found[:10])
+        pytest.fail(f"{len(found)} finding(s) in {tmp_path}, re-made by seed {seed}:\n{details}")
+
+
+def test_seeds_need_no_shared_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(seeds, "PUBLIC", tmp_path / "absent")
+    found = seeds.load_seeds(0)
+    assert {s.format for s in found} == set(seeds.FORMATS)
+    assert all(not s.name.startswith(("astra-sim", "hta-", "param-")) for s in found)
+
+
+def test_the_contract_a_finding_breaks() -> None:
+    assert check_message("x.json at byte 0: bad") is None
+    assert check_message("two\nlines") == "message spans several lines"
+    assert check_message("x" * 501) == "message of 501 characters"
+    assert check_message("\ud800") == "message cannot be written as UTF-8"
+    assert parse_one("t.json", b"{}")[0] == "trace_error"
+    assert parse_one("t.0.et", b"")[0] == "trace_error"
