@@ -93,8 +93,9 @@ def detect_format(head: bytes, name: str) -> str:
     if not stripped:
         raise TraceError("empty file" if not head else "file holds only whitespace", "byte 0")
     if not head.strip(b"\0"):
-        what = f"only zero bytes ({len(head):,})" if len(head) < SNIFF_BYTES else f"{len(head):,} zero bytes first"
-        raise TraceError(f"file holds {what}: zero-filled, not a trace", "byte 0")
+        if len(head) < SNIFF_BYTES:
+            raise TraceError(f"file holds only zero bytes ({len(head):,}): zero-filled, not a trace", "byte 0")
+        raise TraceError(f"first {SNIFF_BYTES >> 10} KiB are zero bytes: zero-filled, not a trace", "byte 0")
     if stripped[:1] == b"{":
         if _KINETO_KEYS.search(head):
             return "kineto"

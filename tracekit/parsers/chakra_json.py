@@ -319,4 +319,3 @@ def _message(obj: dict[str, Any], message: Any, number: int, reader: ObjectReade
     except RecursionError:
         reason = f"object {number} is not a valid {kind}: nested too deeply"
     raise TraceError(reason, f"object {number} at {reader.place()}")
-
