@@ -16,6 +16,8 @@ FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto")
 # Seeds are cut to about this many JSON list items (nodes, traceEvents) so that one input parses in
 # milliseconds and a campaign covers many mutations; the cut keeps every communication entry.
 MAX_ITEMS = 600
+# Generated jobs of the sample fleet (process groups, all-to-allv, send/recv) taken as seeds.
+FLEET_JOBS = 12
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,14 @@ def _format_of(name: str, data: bytes) -> str | None:
 
 
 def load_seeds(seed: int = 0) -> list[Seed]:
-    """Every seed available here: the bundled samples always, the public traces where present."""
+    """Every seed available here: the bundled samples (captured, Chakra, a few generated jobs)
+    always, the public traces where present (../shared/traces/public)."""
     rng = random.Random(seed)
     files: list[tuple[str, bytes]] = []
     for path in sorted(SAMPLES.glob("captured/*/*.json.gz")) + sorted(SAMPLES.glob("chakra/*/*.et")):
         files.append((f"{path.parent.name}/{path.name}", _read(path)))
+    for path in sorted(SAMPLES.glob("fleet/*.tgz"))[:FLEET_JOBS]:  # generated jobs: rank 0 of each
+        files += [(f"{path.name}!{name}", data) for name, data in _members(path)[:1]]
     if PUBLIC.is_dir():
         for path in sorted(PUBLIC.rglob("*")):
             if path.name.endswith(".tar.gz"):

@@ -1510,3 +1510,11 @@ def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
     with pytest.raises(TraceError, match="NUL byte") as info:
         run(head + bytes(1 << 20))
     assert info.value.where == "byte offset 500"
+
+
+@pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "[" + "1, " * 1_000_000 + "1]"])
+def test_a_bad_value_is_quoted_as_a_short_excerpt(value: str) -> None:
+    # The excerpt renders what it shows, not the whole value (repr(value)[:80] built all of it).
+    with pytest.raises(TraceError, match="no integer id") as info:
+        run(f'{{"schema": "1.1.0", "nodes": [{{"id": {value}, "name": "a"}}]}}'.encode())
+    assert len(info.value.message) < 200

@@ -31,6 +31,7 @@ from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra_et import NODE_TYPE_NAMES, NodeRows
 from tracekit.parsers.common.limits import MAX_OBJECT_CHARS, too_deep
+from tracekit.parsers.common.values import excerpt
 
 FORMAT = "chakra_json"
 
@@ -300,7 +301,7 @@ def _extension_node_type(name: str, number: int, reader: ObjectReader) -> int:
     if name in EXTENSION_NODE_TYPES:
         return EXTENSION_NODE_TYPES[name]
     where = f"object {number} at {reader.place()}"
-    raise TraceError(f"object {number} has unknown NodeType {name!r}", where)
+    raise TraceError(f"object {number} has unknown NodeType {excerpt(name)}", where)
 
 
 def _message(obj: dict[str, Any], message: Any, number: int, reader: ObjectReader) -> Any:

@@ -10,6 +10,7 @@ import msgspec
 
 from tracekit.parsers.base import Source, TraceError
 from tracekit.parsers.common.limits import read_json_document
+from tracekit.parsers.common.values import excerpt
 
 _MALFORMED_BYTE = re.compile(r"\(byte (\d+)\)")
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # ExecutionTraceObserver's "%Y-%m-%d %X" in the C locale
@@ -57,7 +58,7 @@ def load(source: Source) -> tuple[dict[str, Any], list[Any]]:
         raise TraceError(f"not a PyTorch execution trace: {what}", "top-level object")
     schema = doc.get("schema")
     if schema is not None and not isinstance(schema, str):
-        raise TraceError(f"'schema' is {schema!r:.80}, not a string", "top-level object")
+        raise TraceError(f"'schema' is {excerpt(schema)}, not a string", "top-level object")
     return doc, nodes
 
 
