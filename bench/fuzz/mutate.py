@@ -6,6 +6,7 @@ parse them under, and the list of steps taken (saved with any finding so it can 
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import random
@@ -143,14 +144,14 @@ def mutate(seed: Seed, corpus: list[Seed], rng: random.Random) -> Mutant:
 def _gzip(mutant: Mutant, rng: random.Random) -> None:
     roll = rng.random()
     if roll < 0.85:
-        mutant.data = gzip.compress(mutant.data, compresslevel=1)
+        mutant.data = gzip.compress(mutant.data, compresslevel=1, mtime=0)
         mutant.name += ".gz"
         mutant.steps.append("gzip")
     elif roll < 0.93:
         mutant.name += ".gz"
         mutant.steps.append("named .gz, not gzip")
     else:
-        packed = gzip.compress(mutant.data, compresslevel=1)
+        packed = gzip.compress(mutant.data, compresslevel=1, mtime=0)
         cut = rng.randrange(2, max(3, len(packed)))
         mutant.data = packed[:cut]
         mutant.name += ".gz"
@@ -269,7 +270,9 @@ def _edit(doc: Any, rng: random.Random, steps: list[str]) -> Any:
     roll = rng.random()
     where = f"{name or key!r}"
     if roll < 0.45:
-        new = rng.choice(INTERESTING)
+        # A copy: the values are shared, and an edit inside a shared one would change later inputs
+        # (a parent re-making a finding would make another input) and can even make a cycle.
+        new = copy.deepcopy(rng.choice(INTERESTING))
         if rng.random() < 0.25:
             new = _HUGE_LITERAL + rng.choice(LITERALS)
         container[key] = new
