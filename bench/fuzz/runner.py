@@ -28,7 +28,9 @@ from bench.fuzz.seeds import FORMATS, load_seeds
 
 # A one-line message naming the file and the place needs no more than this.
 MAX_MESSAGE = 500
-OUTCOMES = ("ok", "trace_error", "exception", "bad_message", "timeout", "over_memory", "worker_died")
+OUTCOMES = ("ok", "trace_error", "exception", "bad_message", "timeout", "over_memory", "worker_died", "fuzzer_error")
+# Every outcome but a parse or a TraceError is a finding; `fuzzer_error` (the fuzzer failed to make
+# the input) is the fuzzer's own bug, counted so that it cannot pass unseen.
 FINDINGS = frozenset(OUTCOMES[2:])
 
 
@@ -48,7 +50,7 @@ class Campaign:
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     slowest: dict[str, float] = field(default_factory=dict)
     peak_mb: dict[str, float] = field(default_factory=dict)
-    findings: list[tuple[str, Mutant, Result]] = field(default_factory=list)
+    findings: list[tuple[str, Mutant | None, Result]] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -59,25 +61,31 @@ class Campaign:
         self.counts[(fmt, result.outcome)] += 1
         self.slowest[fmt] = max(self.slowest.get(fmt, 0.0), result.seconds)
         self.peak_mb[fmt] = max(self.peak_mb.get(fmt, 0.0), result.peak_mb)
-        if mutant is not None and result.outcome in FINDINGS:
+        if result.outcome in FINDINGS:
             self.findings.append((fmt, mutant, result))
 
     def table(self) -> str:
-        head = f"{'format':<12}{'inputs':>9}{'ok':>8}{'TraceError':>11}{'findings':>9}{'slowest s':>10}{'peak MB':>9}"
+        """Per format: how many inputs parsed, raised TraceError, and broke the contract (by kind)."""
+        kinds = [o for o in OUTCOMES if o in FINDINGS]
+        labels = {"bad_message": "bad msg", "over_memory": "over mem", "worker_died": "died", "fuzzer_error": "fuzzer"}
+        head = f"{'format':<12}{'inputs':>9}{'ok':>9}{'TraceError':>11}"
+        head += "".join(f"{labels.get(k, k):>10}" for k in kinds) + f"{'slowest s':>10}{'peak MB':>9}"
         lines = [head]
-        for fmt in sorted({f for f, _ in self.counts}):
-            n = sum(c for (f, _), c in self.counts.items() if f == fmt)
-            bad = sum(c for (f, o), c in self.counts.items() if f == fmt and o in FINDINGS)
+        formats = sorted({f for f, _ in self.counts})
+        for fmt in [*formats, "all"]:
+            every = formats if fmt == "all" else [fmt]
+            n = sum(c for (f, _), c in self.counts.items() if f in every)
+            cells = [sum(self.counts[(f, o)] for f in every) for o in ("ok", "trace_error", *kinds)]
+            slowest = max((self.slowest.get(f, 0.0) for f in every), default=0.0)
+            peak = max((self.peak_mb.get(f, 0.0) for f in every), default=0.0)
             lines.append(
-                f"{fmt:<12}{n:>9,}{self.counts[(fmt, 'ok')]:>8,}{self.counts[(fmt, 'trace_error')]:>11,}{bad:>9,}"
-                f"{self.slowest.get(fmt, 0.0):>10.2f}{self.peak_mb.get(fmt, 0.0):>9.0f}"
+                f"{fmt:<12}{n:>9,}{cells[0]:>9,}{cells[1]:>11,}"
+                + "".join(f"{c:>10,}" for c in cells[2:])
+                + f"{slowest:>10.2f}{peak:>9.0f}"
             )
-        kinds = Counter(r.outcome for _, _, r in self.findings)
         rate = self.inputs / max(self.seconds, 1e-9)
-        lines.append(
-            f"{self.inputs:,} inputs in {self.seconds:.0f} s ({rate:,.0f}/s); findings: "
-            + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none")
-        )
+        found = len(self.findings)
+        lines.append(f"{self.inputs:,} inputs in {self.seconds:,.0f} s ({rate:,.0f}/s); {found} findings")
         return "\n".join(lines)
 
 
@@ -165,7 +173,11 @@ def _worker(conn: Connection, seed: int, formats: tuple[str, ...]) -> None:
             return
         if index is None:
             return
-        mutant = made.make(index)
+        try:
+            mutant = made.make(index)
+        except Exception as exc:  # the fuzzer's bug, not the parser's: reported, never silent
+            conn.send(Result(index, "fuzzer_error", f"making the input: {type(exc).__name__}: {exc}"[:300]))
+            continue
         _reset_peak()
         start = time.perf_counter()
         outcome, detail = parse_one(mutant.name, mutant.data)
@@ -221,10 +233,15 @@ def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, poo
     if slot.conn in ready:
         try:
             result: Result = slot.conn.recv()
-            return result
         except EOFError:
             pool.replace(slot)
             return Result(index, "worker_died", f"exit code {slot.process.exitcode}", elapsed)
+        # Over a bound between two polls: what the worker measured tells.
+        if result.seconds > timeout and result.outcome not in FINDINGS:
+            result.outcome, result.detail = "timeout", f"took {result.seconds:.1f} s"
+        elif result.peak_mb > max_rss_mb and result.outcome not in FINDINGS:
+            result.outcome, result.detail = "over_memory", f"peak {result.peak_mb:,.0f} MB"
+        return result
     if elapsed > timeout:
         pool.replace(slot)
         return Result(index, "timeout", f"still running after {timeout:.0f} s", elapsed)
@@ -267,8 +284,10 @@ def run_campaign(
                 if result is None:
                     continue
                 slot.index = None
-                finding = result.outcome in FINDINGS
-                campaign.add(made.format_of(result.index), made.make(result.index) if finding else None, result)
+                mutant = None
+                if result.outcome in FINDINGS and result.outcome != "fuzzer_error":
+                    mutant = made.make(result.index)
+                campaign.add(made.format_of(result.index), mutant, result)
                 if progress:
                     progress(campaign)
     finally:
@@ -282,11 +301,12 @@ def save_findings(campaign: Campaign, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for fmt, mutant, result in campaign.findings:
         stem = f"{result.index:07d}"
-        (out / f"{stem}.input.{Path(mutant.name).name}").write_bytes(mutant.data)
+        if mutant is not None:
+            (out / f"{stem}.input.{Path(mutant.name).name}").write_bytes(mutant.data)
         description = {
             "format": fmt,
-            "name": mutant.name,
-            "steps": mutant.steps,
+            "name": mutant.name if mutant else None,
+            "steps": mutant.steps if mutant else [],
             "outcome": result.outcome,
             "detail": result.detail,
             "seconds": round(result.seconds, 3),

@@ -326,3 +326,43 @@ def test_megabytes_of_whitespace_between_objects() -> None:
         chakra_json, b'{"id": "1", "type": "COMP_NODE"}' + b" \n" * 4_000_000 + b'{"id": "2"}', "t.json"
     )
     assert [r["op_id"] for r in parsed.ops] == [1, 2]
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_node_keys = st.sampled_from(
+    [
+        "id",
+        "name",
+        "type",
+        "ctrlDeps",
+        "dataDeps",
+        "startTimeMicros",
+        "durationMicros",
+        "inputs",
+        "outputs",
+        "attr",
+        "ctrl_deps",
+        "x",
+    ]
+)
+_attr = st.dictionaries(
+    st.sampled_from(["name", "int64Val", "uint64Val", "stringVal", "boolVal", "doubleVal", "int32Val"]),
+    _values,
+    max_size=3,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.dictionaries(_node_keys, _values | st.lists(_attr, max_size=3), max_size=6), max_size=6))
+def test_any_object_values_give_rows_or_a_trace_error(objects: list[dict[str, Any]]) -> None:
+    text = '{"version": "0.0.4"}' + "".join(json.dumps(o) for o in objects)
+    try:
+        parsed = parse_with(chakra_json, text.encode(), "t.json")
+    except TraceError as exc:
+        exc.describe("t.json").encode("utf-8")
+        return
+    assert parsed.meta.node_count == len(objects)

@@ -15,6 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
@@ -1202,3 +1204,69 @@ def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
     with pytest.raises(TraceError, match="NUL byte") as info:
         _parse(head + bytes(1 << 20))
     assert info.value.where == "byte offset 300"
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_arg_keys = st.sampled_from(
+    [
+        "Collective name",
+        "dtype",
+        "In msg nelems",
+        "Out msg nelems",
+        "Group size",
+        "In split size",
+        "Out split size",
+        "Process Group Name",
+        "Process Group Ranks",
+        "Rank",
+        "Src Rank",
+        "Dst Rank",
+        "Seq",
+        "Record function id",
+        "External id",
+        "correlation",
+        "Input Dims",
+        "Input type",
+        "Concrete Inputs",
+    ]
+)
+_names = st.sampled_from(
+    [
+        "record_param_comms",
+        "nccl:all_to_all",
+        "gloo:send",
+        "c10d::alltoall_base_",
+        "c10d::send",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "cudaLaunchKernel",
+        "aten::mm",
+    ]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"ph": st.sampled_from(["X", "X", "i", 7]), "name": _names | _values, "ts": _values, "dur": _values},
+            optional={"pid": _values, "tid": _values, "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime"])},
+        ).flatmap(lambda ev: st.dictionaries(_arg_keys, _values, max_size=6).map(lambda args: {**ev, "args": args})),
+        max_size=8,
+    ),
+    st.dictionaries(st.sampled_from(["rank", "world_size", "pg_config", "backend"]), _values, max_size=3),
+)
+def test_any_event_values_give_rows_or_a_trace_error(events: list[dict[str, Any]], dist: dict[str, Any]) -> None:
+    try:
+        meta, rows, _ = _parse({"distributedInfo": dist, "traceEvents": events})
+    except TraceError as exc:
+        exc.describe("t.json").encode("utf-8")
+        return
+    assert meta.rank is None or 0 <= meta.rank < 2**20
+    assert meta.world_size is None or 1 <= meta.world_size <= 2**20
+    for row in rows:
+        assert row["in_elems"] is None or 0 <= row["in_elems"] <= 2**62
+        assert row["peer"] is None or 0 <= row["peer"] < 2**20

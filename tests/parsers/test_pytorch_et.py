@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.parsers import detect_format, parser_for, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
@@ -1518,3 +1520,59 @@ def test_a_bad_value_is_quoted_as_a_short_excerpt(value: str) -> None:
     with pytest.raises(TraceError, match="no integer id") as info:
         run(f'{{"schema": "1.1.0", "nodes": [{{"id": {value}, "name": "a"}}]}}'.encode())
     assert len(info.value.message) < 200
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_attr_names = st.sampled_from(
+    [
+        "collective_name",
+        "dtype",
+        "in_msg_nelems",
+        "out_msg_nelems",
+        "in_split_size",
+        "out_split_size",
+        "pg_name",
+        "pg_size",
+        "global_rank_start",
+        "global_rank_stride",
+        "rf_id",
+        "tid",
+        "op_schema",
+    ]
+)
+_types = st.sampled_from(["Int", "String", "GenericList[Int,Int]", "Tensor(float)", "Tuple[String,String]", "x"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["record_param_comms", "c10d::alltoall_base_", "gloo:send", "nccl:all_reduce"]),
+            st.lists(st.tuples(_values, _types), max_size=8),
+            st.dictionaries(_attr_names, _values, max_size=5),
+            st.dictionaries(st.sampled_from(["ts", "inclusive_dur", "cat"]), _values, max_size=2),
+        ),
+        max_size=5,
+    ),
+    _values,
+)
+def test_any_node_values_give_rows_or_a_trace_error(nodes: list[Any], pg_payload: Any) -> None:
+    made = [pg_init(3, [{"pg_name": "0", "ranks": pg_payload}])]
+    for i, (name, inputs, attrs, extra) in enumerate(nodes):
+        made.append(node(10 + i, name, 2, inputs=inputs, attrs=attrs, **extra))
+    try:
+        meta, colls, ops = run(et("1.1.0", made))
+    except TraceError as exc:
+        exc.describe("et.json").encode("utf-8")
+        return
+    assert len(ops) == len(made) + 2
+    assert meta.world_size is None or 1 <= meta.world_size <= 2**20
+    for row in colls:
+        assert row["group_size"] is None or 1 <= row["group_size"] <= 2**20
+        assert row["in_bytes"] is None or 0 <= row["in_bytes"] <= 2**62
+        if row["in_splits"] and row["in_elems"] is not None:
+            assert sum(row["in_splits"]) == row["in_elems"]  # splits are elements, or null

@@ -139,3 +139,24 @@ def test_excerpt_of_a_deeply_nested_value_does_not_recurse_into_it() -> None:
         deep = [deep, {"k": deep}]
     text = excerpt(deep)
     assert text.startswith("[[[") and len(text) <= EXCERPT_CHARS
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json, st.sampled_from([RANK, SIZE, COUNT, INT64]))
+def test_checker_integer_is_in_bounds_or_none_for_any_value(value: object, bound: Any) -> None:
+    meta = TraceMeta(format="x")
+    got = Checker(meta).integer(value, "field", bound, "here")
+    assert got is None or (type(got) is int and bound.holds(got))
+    assert len(meta.warnings) <= 1 and all(w.message.isprintable() for w in meta.warnings)
+
+
+@given(_json)
+def test_checker_time_is_finite_or_none_for_any_value(value: object) -> None:
+    got = Checker(TraceMeta(format="x")).time(value, "start_us", "here")
+    assert got is None or math.isfinite(got)
