@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def test_where_can_be_set_later_and_is_still_cleaned() -> None:
     assert exc.where is not None and "\n" not in exc.where and len(exc.where) == MAX_WHERE_CHARS
 
 
+@pytest.mark.parser_bug_expected
 def test_a_parser_bug_is_a_trace_error_that_says_so() -> None:
     empty: dict[str, int] = {}
     try:

@@ -13,6 +13,7 @@ from tests.builders import et_bytes
 from tracekit.errors import ParserBug, TraceError
 
 
+@pytest.mark.parser_bug_expected
 def test_a_stray_exception_in_a_parser_becomes_a_parser_bug_naming_parser_and_code(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
