@@ -94,7 +94,8 @@ def detect_format(head: bytes, name: str) -> str:
         raise TraceError("empty file" if not head else "file holds only whitespace", "byte 0")
     if not head.strip(b"\0"):
         if len(head) < SNIFF_BYTES:
-            raise TraceError(f"file holds only zero bytes ({len(head):,}): zero-filled, not a trace", "byte 0")
+            size = f"{len(head):,} byte{'s' if len(head) > 1 else ''}"
+            raise TraceError(f"file holds only zero bytes ({size}): zero-filled, not a trace", "byte 0")
         raise TraceError(f"first {SNIFF_BYTES >> 10} KiB are zero bytes: zero-filled, not a trace", "byte 0")
     if stripped[:1] == b"{":
         if _KINETO_KEYS.search(head):

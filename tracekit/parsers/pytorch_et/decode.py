@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from tracekit.parsers.base import Source, TraceError
-from tracekit.parsers.common.limits import read_json_document
+from tracekit.parsers.common.limits import read_json_document, too_deep
 from tracekit.parsers.common.values import excerpt
 
 _MALFORMED_BYTE = re.compile(r"\(byte (\d+)\)")
@@ -27,7 +27,7 @@ def _decode(data: bytes | bytearray) -> Any:
     try:
         return msgspec.json.decode(data)
     except RecursionError:
-        raise TraceError("JSON nested too deeply", None) from None
+        raise too_deep() from None
     except msgspec.DecodeError as exc:
         text = str(exc)
         if "truncated" in text:
