@@ -57,3 +57,19 @@ def test_untyped_records_are_allowed_up_to_a_share() -> None:
     counter.add(100_000, 1_000)  # 2,000 of 104,096: within 1,000 + 1%
     with pytest.raises(TraceError, match="2,100 of the first 105,096 records carry no node type"):
         counter.add(1_000, 100)
+
+
+def test_a_document_of_tiny_objects_is_refused_before_it_is_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `{},` decodes into a ~90-byte event each: 256 MiB of them would need 9 GB (real traces hold
+    # one object per 70-500 bytes and decode into about 5x their size).
+    monkeypatch.setattr(limits, "DOCUMENT_CHUNK", 1 << 20)
+    source = _CountingSource(b'{"traceEvents": [' + b"{}," * 3_000_000 + b"{}]}")
+    with pytest.raises(TraceError, match="objects in the first") as info:
+        read_json_document(source)
+    assert "JSON objects" in info.value.message and source.read_bytes <= 6 << 20
+
+
+def test_many_objects_of_real_size_are_read() -> None:
+    event = b'{"ph": "X", "name": "a", "ts": 1, "dur": 2},'
+    data = b'{"traceEvents": [' + event * 1_200_000 + b"{}]}"
+    assert len(read_json_document(_CountingSource(data))) == len(data)

@@ -22,6 +22,12 @@ Each limit below is far beyond what any real trace holds; past it a file is a Tr
   with a zero-filled tail was read to the end, gigabytes of it, before the decoder saw the first
   zero. The document is read in chunks of DOCUMENT_CHUNK bytes and refused at the first chunk that
   holds a NUL byte. (Chakra JSON is decoded object by object and stops at the first zero anyway.)
+* Objects in a JSON document (`read_json_document`): a document is decoded whole into Python
+  objects of about 100 bytes each (Kineto events, PyTorch ET nodes); real traces hold one JSON
+  object per 70-500 bytes and decode into about 5x their size, but a document of `{},` holds one
+  per 3 bytes (256 MiB of it would decode into 9 GB and the kernel would kill the worker). Past
+  DENSE_OBJECTS objects, a document averaging fewer than MIN_OBJECT_BYTES bytes per `{` is
+  refused, counted chunk by chunk before anything is decoded.
 * JSON nesting. The decoders (msgspec, json) recurse once per level and stop at the interpreter's
   recursion limit (1,000 frames by default); traces nest fewer than 10 levels. Their RecursionError
   becomes `too_deep()`. Code that walks a decoded value recursively stops at MAX_WALK_DEPTH.
@@ -46,6 +52,8 @@ MAX_RECORD_BYTES = 64 << 20
 MAX_OBJECT_CHARS = 64 << 20
 MAX_WALK_DEPTH = 32
 DOCUMENT_CHUNK = 16 << 20
+DENSE_OBJECTS = 1_000_000
+MIN_OBJECT_BYTES = 16
 
 
 class UntypedRecords:
@@ -74,8 +82,10 @@ def too_deep() -> TraceError:
 
 
 def read_json_document(source: Source) -> bytearray:
-    """The whole (decompressed) content of a JSON document file, refused at the first NUL byte."""
+    """The whole (decompressed) content of a JSON document file, refused at the first NUL byte or
+    once it holds objects out of all proportion to its size (see the module docstring)."""
     data = bytearray()
+    objects = 0
     with source.open() as stream:
         while chunk := stream.read(DOCUMENT_CHUNK):
             zero = chunk.find(0)
@@ -83,4 +93,11 @@ def read_json_document(source: Source) -> bytearray:
                 offset = len(data) + zero
                 raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", f"byte offset {offset}")
             data += chunk
+            objects += chunk.count(b"{")
+            if objects > DENSE_OBJECTS and len(data) < objects * MIN_OBJECT_BYTES:
+                raise TraceError(
+                    f"{objects:,} JSON objects in the first {len(data):,} bytes, fewer than {MIN_OBJECT_BYTES} "
+                    "bytes each (a trace's average 70 or more): refused before they are decoded",
+                    f"byte offset {len(data)}",
+                )
     return data
