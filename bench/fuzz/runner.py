@@ -166,6 +166,7 @@ def _worker(conn: Connection, seed: int, formats: tuple[str, ...]) -> None:
     import tracekit.parse  # noqa: F401 - import once, before the first timed input
 
     made = Inputs(seed, formats)
+    conn.send(_READY)  # the clock of an input starts once its worker is up, not while it imports
     while True:
         try:
             index = conn.recv()
@@ -185,6 +186,10 @@ def _worker(conn: Connection, seed: int, formats: tuple[str, ...]) -> None:
         conn.send(Result(index, outcome, detail, seconds, _status_mb("self", "VmHWM")))
 
 
+_READY = "ready"
+_START_SECONDS = 600
+
+
 @dataclass
 class _Slot:
     process: Any
@@ -198,6 +203,8 @@ class _Pool:
         self.context = multiprocessing.get_context("forkserver")
         self.args = (seed, formats)
         self.slots = [self._start() for _ in range(workers)]
+        for slot in self.slots:
+            self._wait_ready(slot)
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
@@ -206,11 +213,19 @@ class _Pool:
         child.close()
         return _Slot(process, parent)
 
+    @staticmethod
+    def _wait_ready(slot: _Slot) -> None:
+        """Starting (imports, seeds) takes seconds, minutes on a loaded machine: no input's time."""
+        if not slot.conn.poll(_START_SECONDS) or slot.conn.recv() != _READY:
+            slot.process.kill()
+            raise RuntimeError(f"a fuzz worker did not start within {_START_SECONDS} s")
+
     def replace(self, slot: _Slot) -> None:
         slot.process.kill()
         slot.process.join()
         slot.conn.close()
         fresh = self._start()
+        self._wait_ready(fresh)
         slot.process, slot.conn, slot.index = fresh.process, fresh.conn, None
 
     def close(self) -> None:
