@@ -12,23 +12,28 @@ from tests.conftest import run_tracekit
 
 
 def _hostile(folder: Path) -> dict[str, str]:
-    """Files that each once took down a run or a worker; {name: what its error row must end with}."""
-    folder.mkdir(parents=True)
-    # 8 MiB of zeros in 8 KB of gzip: it parsed as a Chakra stream into 8.4 M ops rows.
-    (folder / "zeros.0.et.gz").write_bytes(gzip.compress(bytes(8 << 20)))
-    # An unknown NodeType echoing 50,000 characters and a lone surrogate: the error text could not
-    # be written (exit 3, the whole batch lost).
-    name = "\\ud800" + "X" * 50_000
-    (folder / "surrogate.0.json").write_text(f'{{"version": "0.0.4"}}{{"id": "1", "type": "{name}"}}')
-    # A rank of 2^40 and a world of 2^31 - 1 (an Int32 column and the missing-rank rows could not
-    # hold them), in a document nested 5,000 deep (RecursionError).
-    dist = json.dumps({"rank": 2**40, "world_size": 2**31 - 1})
-    nested = "[" * 5000 + "]" * 5000
-    (folder / "deep_rank7.pt.trace.json").write_text(f'{{"distributedInfo": {dist}, "traceEvents": {nested}}}')
+    """Files that each once took down a run or a worker, each a job of its own (one rank, so that no
+    rank bookkeeping adds rows); {name: what its error row must end with}."""
+    files = {
+        # 8 MiB of zeros in 8 KB of gzip: it parsed as a Chakra stream into 8.4 M ops rows.
+        "zeros.0.et.gz": gzip.compress(bytes(8 << 20)),
+        # An unknown NodeType echoing 50,000 characters and a lone surrogate: the error text could
+        # not be written (exit 3, the whole batch lost).
+        "surrogate.0.json": ('{"version": "0.0.4"}{"id": "1", "type": "\\ud800' + "X" * 50_000 + '"}').encode(),
+        # A rank of 2^40 and a world of 2^31 - 1 (an Int32 column and the missing-rank rows could not
+        # hold them), in a document nested 5,000 deep (RecursionError).
+        "deep_rank0.pt.trace.json": (
+            f'{{"distributedInfo": {json.dumps({"rank": 2**40, "world_size": 2**31 - 1})}, '
+            f'"traceEvents": {"[" * 5000 + "]" * 5000}}}'
+        ).encode(),
+    }
+    for name, data in files.items():
+        (folder / name.split(".")[0]).mkdir(parents=True)
+        (folder / name.split(".")[0] / name).write_bytes(data)
     return {
         "zeros.0.et.gz": "at byte 0: first 64 KiB are zero bytes: zero-filled, not a trace",
         "surrogate.0.json": "object 1 has unknown NodeType '\\ud800XXXXXXXX",
-        "deep_rank7.pt.trace.json": ": JSON nested too deeply (hundreds of levels; traces nest fewer than 10)",
+        "deep_rank0.pt.trace.json": ": JSON nested too deeply (hundreds of levels; traces nest fewer than 10)",
     }
 
 
