@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from bench.fuzz import seeds
-from bench.fuzz.runner import Inputs, check_message, parse_one, run_campaign, save_findings
+from bench.fuzz.mutate import MAX_INPUT_BYTES
+from bench.fuzz.runner import Inputs, _cpu_seconds, check_message, parse_one, run_campaign, save_findings
 
 SMOKE_INPUTS = 3_000
 
@@ -60,3 +62,20 @@ def test_an_input_is_the_same_whichever_process_makes_it_and_when() -> None:
     assert all(inputs.make(i).data == made[i].data for i in reversed(range(60)))
     gzipped = [m.data for m in made.values() if "gzip" in m.steps]
     assert gzipped and all(data[4:8] == bytes(4) for data in gzipped)  # no time in the header
+
+
+def test_time_is_the_cpu_a_process_spends_not_the_wall_clock() -> None:
+    # A loaded shared machine once stretched two 0.3 s parses past 10 s of wall time at once.
+    before = _cpu_seconds(os.getpid())
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert 0.2 < _cpu_seconds(os.getpid()) - before < 5
+
+
+def test_mutations_never_grow_an_input_past_the_cap() -> None:
+    if not seeds.PUBLIC.is_dir():
+        pytest.skip("the input found by the campaign is made from a public trace (../shared is absent)")
+    inputs = Inputs(2026, tuple(seeds.FORMATS))
+    grown = inputs.make(76_144)  # 100,000 dependencies in a record, then the record 1,000 times
+    assert len(grown.data) <= MAX_INPUT_BYTES and grown.steps[-1].endswith("(undone: 1,001,079,079 bytes)")

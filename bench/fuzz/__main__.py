@@ -15,7 +15,12 @@ def main() -> int:
     parser.add_argument("--inputs", type=int, default=10_000, help="mutated inputs to parse (default 10,000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed: the same seed gives the same inputs")
     parser.add_argument("--workers", type=int, default=default_workers(), help="parser processes")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds one input may take")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="CPU seconds one input's parse may take (a hang: 10x on the wall clock)",
+    )
     parser.add_argument("--max-rss-mb", type=float, default=1024.0, help="resident memory one input may reach")
     parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated formats to fuzz")
     parser.add_argument("--out", type=Path, default=Path("fuzz-findings"), help="where findings are saved")

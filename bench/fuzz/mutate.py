@@ -74,6 +74,10 @@ HOT_KEYS = frozenset(
     )
 )
 
+# Mutations compound (100,000 dependencies in a record, then the record 1,000 times): an input that
+# grows past this is no longer a mutated trace but a large one, whose memory the 1 GiB bound per
+# input is not about (parse_file holds a file's whole table in memory). The step is undone.
+MAX_INPUT_BYTES = 32 << 20
 _HUGE_LITERAL = "\x00FUZZ-LITERAL\x00"
 _DEPTHS = (50, 1500, 5000, 30000)
 # Numbers JSON can spell but no trace should hold; the literal ones are spliced in as text.
@@ -135,7 +139,11 @@ def mutate(seed: Seed, corpus: list[Seed], rng: random.Random) -> Mutant:
         elif seed.format == "chakra_et":
             operators += [_et_records] * (2 * len(_BYTE_OPS))
         op = rng.choice(operators)
-        mutant.data = op(mutant.data, rng, mutant.steps, corpus)
+        data = op(mutant.data, rng, mutant.steps, corpus)
+        if len(data) > MAX_INPUT_BYTES:  # see MAX_INPUT_BYTES: the step is undone
+            mutant.steps[-1] += f" (undone: {len(data):,} bytes)"
+            continue
+        mutant.data = data
     if rng.random() < 0.15:
         _gzip(mutant, rng)
     return mutant

@@ -6,6 +6,11 @@ only hands out numbers; a finding is re-made in the parent to be saved. The pare
 whose input runs past the time bound or whose resident memory passes the memory bound, records
 that as a finding, and starts a new worker. Peak memory per input is the worker's VmHWM, reset
 before each input through /proc/self/clear_refs (Linux); the worker's own imports are included.
+
+Time is the CPU time the worker spends parsing the input (/proc/<pid>/stat), not the wall clock:
+on a shared machine a stall of other processes' making stretched two parses of 0.3 s past 10 s of
+wall time at once. A parse that does not use the CPU yet does not end (a hang) is caught by the
+wall clock at HANG_FACTOR times the bound. Both count as timeouts.
 """
 
 from __future__ import annotations
@@ -34,13 +39,20 @@ OUTCOMES = ("ok", "trace_error", "exception", "bad_message", "timeout", "over_me
 FINDINGS = frozenset(OUTCOMES[2:])
 
 
+# A parse that has used no more CPU than the bound but has run this many times the bound on the
+# wall clock is hung (waiting on something), and is a timeout too.
+HANG_FACTOR = 10
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Result:
     index: int
     outcome: str
     detail: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # CPU seconds of the parse
     peak_mb: float = 0.0
+    wall: float = 0.0
 
 
 @dataclass
@@ -48,7 +60,8 @@ class Campaign:
     """What a campaign found, per format."""
 
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
-    slowest: dict[str, float] = field(default_factory=dict)
+    slowest: dict[str, float] = field(default_factory=dict)  # CPU seconds
+    slowest_wall: dict[str, float] = field(default_factory=dict)
     peak_mb: dict[str, float] = field(default_factory=dict)
     findings: list[tuple[str, Mutant | None, Result]] = field(default_factory=list)
     seconds: float = 0.0
@@ -60,6 +73,7 @@ class Campaign:
     def add(self, fmt: str, mutant: Mutant | None, result: Result) -> None:
         self.counts[(fmt, result.outcome)] += 1
         self.slowest[fmt] = max(self.slowest.get(fmt, 0.0), result.seconds)
+        self.slowest_wall[fmt] = max(self.slowest_wall.get(fmt, 0.0), result.wall)
         self.peak_mb[fmt] = max(self.peak_mb.get(fmt, 0.0), result.peak_mb)
         if result.outcome in FINDINGS:
             self.findings.append((fmt, mutant, result))
@@ -69,7 +83,7 @@ class Campaign:
         kinds = [o for o in OUTCOMES if o in FINDINGS]
         labels = {"bad_message": "bad msg", "over_memory": "over mem", "worker_died": "died", "fuzzer_error": "fuzzer"}
         head = f"{'format':<12}{'inputs':>9}{'ok':>9}{'TraceError':>11}"
-        head += "".join(f"{labels.get(k, k):>10}" for k in kinds) + f"{'slowest s':>10}{'peak MB':>9}"
+        head += "".join(f"{labels.get(k, k):>10}" for k in kinds) + f"{'max cpu s':>10}{'wall s':>8}{'peak MB':>9}"
         lines = [head]
         formats = sorted({f for f, _ in self.counts})
         for fmt in [*formats, "all"]:
@@ -77,11 +91,12 @@ class Campaign:
             n = sum(c for (f, _), c in self.counts.items() if f in every)
             cells = [sum(self.counts[(f, o)] for f in every) for o in ("ok", "trace_error", *kinds)]
             slowest = max((self.slowest.get(f, 0.0) for f in every), default=0.0)
+            wall = max((self.slowest_wall.get(f, 0.0) for f in every), default=0.0)
             peak = max((self.peak_mb.get(f, 0.0) for f in every), default=0.0)
             lines.append(
                 f"{fmt:<12}{n:>9,}{cells[0]:>9,}{cells[1]:>11,}"
                 + "".join(f"{c:>10,}" for c in cells[2:])
-                + f"{slowest:>10.2f}{peak:>9.0f}"
+                + f"{slowest:>10.2f}{wall:>8.2f}{peak:>9.0f}"
             )
         rate = self.inputs / max(self.seconds, 1e-9)
         found = len(self.findings)
@@ -180,13 +195,15 @@ def _worker(conn: Connection, seed: int, formats: tuple[str, ...]) -> None:
             conn.send(Result(index, "fuzzer_error", f"making the input: {type(exc).__name__}: {exc}"[:300]))
             continue
         _reset_peak()
-        start = time.perf_counter()
+        conn.send(_STARTED)  # the input is made: its parse starts now
+        start, cpu = time.perf_counter(), time.process_time()
         outcome, detail = parse_one(mutant.name, mutant.data)
-        seconds = time.perf_counter() - start
-        conn.send(Result(index, outcome, detail, seconds, _status_mb("self", "VmHWM")))
+        seconds, wall = time.process_time() - cpu, time.perf_counter() - start
+        conn.send(Result(index, outcome, detail, seconds, _status_mb("self", "VmHWM"), wall))
 
 
 _READY = "ready"
+_STARTED = "started"
 _START_SECONDS = 600
 
 
@@ -195,7 +212,8 @@ class _Slot:
     process: Any
     conn: Connection
     index: int | None = None
-    started: float = 0.0
+    started: float = 0.0  # wall clock when the input was sent
+    parsing_cpu: float | None = None  # the worker's CPU seconds when its parse started
 
 
 class _Pool:
@@ -226,7 +244,7 @@ class _Pool:
         slot.conn.close()
         fresh = self._start()
         self._wait_ready(fresh)
-        slot.process, slot.conn, slot.index = fresh.process, fresh.conn, None
+        slot.process, slot.conn, slot.index, slot.parsing_cpu = fresh.process, fresh.conn, None, None
 
     def close(self) -> None:
         for slot in self.slots:
@@ -240,6 +258,16 @@ class _Pool:
                 slot.process.kill()
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, pool: _Pool) -> Result | None:
     """The result of the slot's input if it has one: returned, killed for time or memory, or lost."""
     index = slot.index
@@ -247,19 +275,28 @@ def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, poo
     elapsed = time.perf_counter() - slot.started
     if slot.conn in ready:
         try:
-            result: Result = slot.conn.recv()
+            message = slot.conn.recv()
         except EOFError:
             pool.replace(slot)
             return Result(index, "worker_died", f"exit code {slot.process.exitcode}", elapsed)
+        if message == _STARTED:
+            slot.parsing_cpu = _cpu_seconds(slot.process.pid)
+            return None
+        result: Result = message
         # Over a bound between two polls: what the worker measured tells.
         if result.seconds > timeout and result.outcome not in FINDINGS:
-            result.outcome, result.detail = "timeout", f"took {result.seconds:.1f} s"
+            result.outcome, result.detail = "timeout", f"took {result.seconds:.1f} s of CPU"
         elif result.peak_mb > max_rss_mb and result.outcome not in FINDINGS:
             result.outcome, result.detail = "over_memory", f"peak {result.peak_mb:,.0f} MB"
         return result
-    if elapsed > timeout:
+    if slot.parsing_cpu is not None:
+        cpu = _cpu_seconds(slot.process.pid) - slot.parsing_cpu
+        if cpu > timeout:
+            pool.replace(slot)
+            return Result(index, "timeout", f"still running after {cpu:.0f} s of CPU", cpu, wall=elapsed)
+    if elapsed > HANG_FACTOR * timeout:
         pool.replace(slot)
-        return Result(index, "timeout", f"still running after {timeout:.0f} s", elapsed)
+        return Result(index, "timeout", f"hung: still running after {elapsed:.0f} s", wall=elapsed)
     rss = _status_mb(slot.process.pid, "VmRSS")
     if rss > max_rss_mb:
         pool.replace(slot)
@@ -287,7 +324,7 @@ def run_campaign(
         while True:
             for slot in pool.slots:
                 if slot.index is None and next_index < count:
-                    slot.index, slot.started = next_index, time.perf_counter()
+                    slot.index, slot.started, slot.parsing_cpu = next_index, time.perf_counter(), None
                     slot.conn.send(next_index)
                     next_index += 1
             busy = [s for s in pool.slots if s.index is not None]
