@@ -128,6 +128,12 @@ class Mutant:
     steps: list[str] = field(default_factory=list)
 
 
+def _copies(wanted: int, unit: int, size: int = 0) -> int:
+    """How many copies of `unit` bytes fit beside `size` bytes under MAX_INPUT_BYTES (at most
+    `wanted`): duplications are cut before they are made, so that making an input stays small too."""
+    return max(1, min(wanted, (MAX_INPUT_BYTES - size) // max(unit, 1)))
+
+
 def mutate(seed: Seed, corpus: list[Seed], rng: random.Random) -> Mutant:
     mutant = Mutant(seed.data, seed.name, [f"seed {seed.format}:{seed.name}"])
     for _ in range(rng.choice((1, 1, 2, 3))):
@@ -299,8 +305,9 @@ def _edit(doc: Any, rng: random.Random, steps: list[str]) -> Any:
         steps.append(f"json: {where} type swapped")
     elif roll < 0.85 and isinstance(value, list) and value:
         i = rng.randrange(len(value))
-        value[i:i] = [value[i]] * rng.choice((1, 2, 100))
-        steps.append(f"json: duplicate an item of {where}")
+        copies = _copies(rng.choice((1, 2, 100)), len(json.dumps(value[i], default=str)))
+        value[i:i] = [value[i]] * copies
+        steps.append(f"json: duplicate an item of {where} x{copies}")
     elif roll < 0.92 and isinstance(value, list):
         rng.shuffle(value)
         del value[rng.randrange(len(value) + 1) :]
@@ -371,8 +378,9 @@ def _json_stream(data: bytes, rng: random.Random, steps: list[str], corpus: list
         return b"{}" * rng.choice((1000, 100000)) + b"".join(_dumps(o, rng) for o in objects)
     elif roll < 0.2:
         i = rng.randrange(len(objects))
-        objects[i:i] = [objects[i]] * rng.choice((2, 1000))
-        steps.append("chakra_json: duplicate an object")
+        copies = _copies(rng.choice((2, 1000)), len(json.dumps(objects[i], default=str)), len(data))
+        objects[i:i] = [objects[i]] * copies
+        steps.append(f"chakra_json: duplicate an object x{copies}")
     else:
         i = rng.randrange(len(objects))
         objects[i] = _edit(objects[i], rng, steps)
@@ -426,8 +434,9 @@ def _et_records(data: bytes, rng: random.Random, steps: list[str], corpus: list[
         del records[i]
         steps.append(f"et: drop record {i}")
     elif roll < 0.2:
-        records[i:i] = [records[i]] * rng.choice((2, 1000))
-        steps.append(f"et: duplicate record {i}")
+        copies = _copies(rng.choice((2, 1000)), len(records[i]) + 10, len(data))
+        records[i:i] = [records[i]] * copies
+        steps.append(f"et: duplicate record {i} x{copies}")
     elif roll < 0.26:
         steps.append(f"et: record {i} claims a huge length")
         return _frame(records[:i]) + _varint(rng.choice((2**31, 2**40, 2**63))) + b"".join(records[i:])

@@ -297,7 +297,8 @@ def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, poo
     if elapsed > HANG_FACTOR * timeout:
         pool.replace(slot)
         return Result(index, "timeout", f"hung: still running after {elapsed:.0f} s", wall=elapsed)
-    rss = _status_mb(slot.process.pid, "VmRSS")
+    # The bound is the parse's: the worker making the input (the fuzzer's work) is not measured.
+    rss = _status_mb(slot.process.pid, "VmRSS") if slot.parsing_cpu is not None else 0.0
     if rss > max_rss_mb:
         pool.replace(slot)
         return Result(index, "over_memory", f"{rss:,.0f} MB resident", elapsed, rss)
