@@ -32,7 +32,7 @@ from tracekit.errors import InputError, Interrupted, TracekitError
 from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover, with_data
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
 from tracekit.ingest.jobs import decide_rank, finish_job
-from tracekit.ingest.worker import ParsedFile, Task, content_key, init_worker, make_trace_id, parse_batch, set_known
+from tracekit.ingest.worker import ParsedFile, Task, content_key, make_trace_id, parse_batch, set_known, start_worker
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -471,8 +471,8 @@ def _pool(workers: int, known: frozenset[str], known_content: frozenset[str]) ->
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("forkserver"),
-        initializer=init_worker,
-        initargs=(known, known_content),
+        initializer=start_worker,
+        initargs=(known, known_content, os.getpid()),
     )
     try:
         yield pool

@@ -8,13 +8,18 @@ file's batches whatever the fleet's size.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import select
+import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.parsers import detect_format, parser_for
+from tracekit.errors import describe
+from tracekit.parsers import read_trace
 from tracekit.parsers.base import TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
 
@@ -22,7 +27,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-_SNIFF = 1 << 16
 _RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 # Larger trailing numbers are pids or timestamps, not ranks.
 _MAX_RANK_IN_NAME = 1 << 20
@@ -83,17 +87,49 @@ def set_known(known: frozenset[str], known_content: frozenset[str] = frozenset()
     _known, _known_content = known, known_content
 
 
-def init_worker(known: frozenset[str], known_content: frozenset[str]) -> None:
-    """Start a pool worker: Ctrl-C is the parent's to handle (it stops the workers itself)."""
+def content_key(name: str, sha256: str) -> str:
+    """Identity of a file whatever job it is in: its name and its content."""
+    return hashlib.sha256(f"{name}\0{sha256}".encode()).hexdigest()[:20]
+
+
+def start_worker(known: frozenset[str], known_content: frozenset[str], ingest_pid: int) -> None:
+    """Pool initializer: the files already known, and a watch on the ingest process.
+
+    Ctrl-C is the parent's to handle (it stops the workers itself); any other death of the
+    parent ends the worker through the watch.
+    """
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_known(known, known_content)
+    threading.Thread(target=_exit_with, args=(ingest_pid,), name="tracekit-watch-ingest", daemon=True).start()
 
 
-def content_key(name: str, sha256: str) -> str:
-    """Identity of a file whatever job it is in: its name and its content."""
-    return hashlib.sha256(f"{name}\0{sha256}".encode()).hexdigest()[:20]
+def _exit_with(pid: int) -> None:
+    """Exit this worker as soon as the ingest process `pid` is gone, whatever killed it.
+
+    A worker killed with its ingest matters beyond the worker: pool workers hold the pipes of the
+    task queue and the forkserver's liveness pipe, so while one waits for work that will never
+    come, the forkserver and the resource tracker stay alive too.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # the ingest is already gone, or the kernel has no pidfds (before Linux 5.3)
+        while _alive(pid):
+            time.sleep(0.5)
+    else:
+        select.select([fd], [], [])  # readable once the process has exited
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def rank_from_name(name: str) -> int | None:
@@ -276,24 +312,21 @@ def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
         return result
     sink = ParquetSink(Path(task.staging), result.trace_id, shared)
     try:
-        with source.open() as stream:
-            head = stream.read(_SNIFF)
-        result.format = detect_format(head, task.name)
-        result.meta = parser_for(result.format).parse(source, sink)
+        # Only TraceError for anything the file holds (a parser's own bug is a ParserBug).
+        result.format, result.meta = read_trace(source, sink)
         sink.commit()
         result.staged, result.rows = dict(sink.paths), dict(sink.rows)
         result.max_group_size = sink.max_group_size
     except TraceError as exc:
         sink.discard()
         result.error = exc.describe(task.display)
-    except MemoryError:
-        sink.discard()
-        result.error = f"{task.display}: out of memory while parsing"
-    except Exception as exc:  # a parser bug must not lose the rest of the batch
+    except Exception as exc:  # staging its rows failed: the rest of the batch must not be lost
         sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = (
-            f"{task.display}: internal error in the {result.format or 'format'} parser "
-            f"({type(exc).__name__}: {exc}; {Path(last.filename).name}:{last.lineno}); please report"
+        result.error = describe(
+            task.display,
+            None,
+            f"internal error while staging its rows ({type(exc).__name__}: {exc}; "
+            f"{Path(last.filename).name}:{last.lineno}); please report",
         )
     return result
