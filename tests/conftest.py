@@ -15,9 +15,27 @@ from pathlib import Path
 
 import pytest
 
+from tracekit.errors import ParserBug
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"
 PUBLIC_TRACES = ROOT.parent / "shared" / "traces" / "public"
+
+
+@pytest.fixture(autouse=True)
+def _parser_bugs_fail_the_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parser's own exception becomes a ParserBug, a TraceError, so that a run goes on; a test
+    expecting `TraceError` would take it for a refusal. Here any ParserBug made in the test's
+    process fails the test (unless marked `parser_bug_expected`), with the exception it wraps."""
+    if request.node.get_closest_marker("parser_bug_expected"):
+        return
+    made = ParserBug.of
+
+    def fail(exc: BaseException, fmt: str | None) -> ParserBug:
+        bug = made(exc, fmt)
+        pytest.fail(f"parser bug: {bug.message}", pytrace=False)
+
+    monkeypatch.setattr(ParserBug, "of", fail)
 
 
 @pytest.fixture

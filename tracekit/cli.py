@@ -270,8 +270,9 @@ def _errors(console: Console, errors: list[str]) -> None:
 
 @app.command()
 def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
-    """Summarise a dataset: jobs, ranks, collectives by type and bytes, the jobs lacking ranks and
-    the files that failed.
+    """Summarise a dataset: jobs, ranks, collectives by type and bytes, gaps and failed files.
+
+    Lists the jobs lacking ranks and the files that could not be read.
 
     Example: tracekit info sample.dataset
     """

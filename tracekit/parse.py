@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.parsers import detect_format, parser_for
+from tracekit.parsers import read_trace
 from tracekit.parsers.base import MemorySink, TraceMeta
 from tracekit.sources import BytesSource, FileSource, source_for
 
@@ -23,11 +23,12 @@ class ParsedTrace:
 
 
 def parse_file(path: str | Path | None = None, *, data: bytes | None = None, name: str = "trace") -> ParsedTrace:
-    """Detect the format of one file (or of `data`) and parse it. Raises TraceError on bad input."""
+    """Detect the format of one file (or of `data`) and parse it.
+
+    Raises TraceError, and nothing else, for any content (tracekit.parsers.read_trace); a
+    `ParserBug` (a TraceError too) is a parser's bug, to be reported.
+    """
     source: FileSource | BytesSource = source_for(path) if path is not None else BytesSource(data or b"", name, name)
-    with source.open() as stream:
-        head = stream.read(1 << 16)
-    fmt = detect_format(head, source.name)
     sink = MemorySink()
-    meta = parser_for(fmt).parse(source, sink)
+    fmt, meta = read_trace(source, sink)
     return ParsedTrace(fmt, meta, sink.table("ops"), sink.table("collectives"))

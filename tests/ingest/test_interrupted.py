@@ -126,3 +126,48 @@ def test_a_crash_just_before_the_commit_leaves_nothing_behind(
     ingest([tmp_path / "in"], tmp_path / "ds")  # recovery discards the uncommitted staging
     assert not any((tmp_path / "ds" / ".staging").glob("*"))
     assert _state(tmp_path / "ds") == before
+
+
+def _session(sid: int) -> list[int]:
+    """Pids of the live processes in session `sid` (the ingest and everything it started)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid and not _is_zombie(entry):
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def _is_zombie(entry: Path) -> bool:
+    try:
+        return (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+def test_killing_the_ingest_process_alone_leaves_no_worker_behind(tmp_path: Path) -> None:
+    _fleet(tmp_path / "in", 60, 8)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "ingest", str(tmp_path / "in"), "--out", str(tmp_path / "ds"), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while len(_session(proc.pid)) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the ingest, its forkserver, two workers (and a resource tracker)
+    assert proc.poll() is None, "the ingest ended before its pool was killed: make the input larger"
+    started = len(_session(proc.pid))
+    proc.kill()  # SIGKILL to the ingest alone, as the OOM killer or a scheduler would
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _session(proc.pid)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"{len(left)} of {started} processes still alive 5 s after the ingest was killed"

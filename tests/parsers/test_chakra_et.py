@@ -537,7 +537,7 @@ def test_length_beyond_eof() -> None:
 
 def test_length_beyond_protobuf_limit() -> None:
     exc = _error(varint(1 << 40) + b"\x08\x01")
-    assert "2 GiB" in exc.message and exc.where == "record 0 (byte offset 0)"
+    assert "exceeds" in exc.message and exc.where == "record 0 (byte offset 0)"
 
 
 def test_file_ends_inside_length_varint() -> None:
@@ -711,3 +711,63 @@ def test_ids_beyond_int64_are_null_with_a_warning() -> None:
         (3, "c", [], None),
     ]
     assert [w.message.split(" = ")[0] for w in parsed.meta.warnings] == ["op_id", "data_deps"]
+
+
+# --- hostile input: values, counts and sizes out of all proportion ---------------------------
+
+
+def test_times_beyond_int64_do_not_break_the_ops_columns() -> None:
+    # start_time_micros/duration_micros are uint64: 2**64 - 1 used to raise ArrowInvalid ("PyLong is
+    # too large to fit int64") from the checked columns, which converted ids but not times.
+    big = (1 << 64) - 1
+    parsed = parse_with(
+        chakra_et, record(node_bytes(1, "a", 4)) + record(node_bytes(2, "b", 4, start=big, duration=big))
+    )
+    assert [(o["op_id"], o["start_us"], o["duration_us"]) for o in parsed.ops] == [
+        (1, None, 0.0),
+        (2, float(big), float(big)),
+    ]
+
+
+def test_a_run_of_empty_records_is_refused_by_count() -> None:
+    # Zero bytes frame valid empty records: after one real node, a zero-filled tail (a half-copied
+    # file) used to give one INVALID_NODE ops row per byte. It is refused once untyped records are
+    # out of proportion, a count reached within the first few thousand records.
+    data = record(metadata_bytes("0.0.4")) + record(node_bytes(1, "a", 4)) + bytes(1 << 20)
+    exc = _error(data)
+    assert "carry no node type" in exc.message and exc.where is not None and exc.where.startswith("record ")
+    index = int(exc.where.split()[1])
+    assert index < 2 * chakra_et.DECODE_ROWS
+
+
+def test_records_without_type_are_refused_even_when_not_empty() -> None:
+    # A node with only an id (`02 08 01`) says nothing a trace needs; a stream of them is garbage.
+    data = record(node_bytes(1, "a", 4)) + record(node_bytes(1)) * 10_000
+    assert "carry no node type" in _error(data).message
+
+
+def test_a_few_untyped_records_are_kept() -> None:
+    nodes = [record(node_bytes(i, f"n{i}", 4)) for i in range(1, 3000)]
+    nodes[1::100] = [b"\x00"] * len(nodes[1::100])  # 30 empty records among 3,000
+    parsed = parse_with(chakra_et, b"".join(nodes))
+    assert parsed.meta.node_count == 2999 and sum(o["type"] == "INVALID_NODE" for o in parsed.ops) == 30
+
+
+def test_a_record_longer_than_any_node_is_refused_before_it_is_read() -> None:
+    from tracekit.parsers.common.limits import MAX_RECORD_BYTES
+
+    first = record(node_bytes(1, "a", 4))
+    exc = _error(first + varint(MAX_RECORD_BYTES + 1) + b"\x08\x01")
+    assert "exceeds" in exc.message and exc.where == f"record 1 (byte offset {len(first)})"
+    assert f"{MAX_RECORD_BYTES:,}" in exc.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=30), st.builds(bytes, st.integers(0, 3000))), max_size=20))
+def test_any_framed_records_give_rows_or_a_trace_error(payloads: list[bytes]) -> None:
+    try:
+        parsed = parse_with(chakra_et, b"".join(record(p) for p in payloads))
+    except TraceError as exc:
+        exc.describe("t.0.et").encode("utf-8")
+    else:
+        assert parsed.meta.node_count <= len(payloads)

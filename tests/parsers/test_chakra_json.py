@@ -258,3 +258,111 @@ def test_snake_case_and_special_values_via_parse_dict() -> None:
     parsed = parse_with(chakra_json, text, "t.json")
     assert parsed.ops[0]["data_deps"] == [3]
     assert [(r["op_id"], r["comm_type"], r["in_bytes"]) for r in parsed.collectives] == [(4, "ALL_REDUCE", 64)]
+
+
+# --- hostile input --------------------------------------------------------------------------
+
+
+def test_deep_nesting_is_a_trace_error() -> None:
+    # json's raw_decode raised RecursionError past ~1,000 levels.
+    exc = _error('{"version": "0.0.4"}{"id": "1", "name": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert "nested too deeply" in exc.message and "object 1" in (exc.where or "")
+
+
+def test_an_integer_of_thousands_of_digits_is_a_trace_error() -> None:
+    # raw_decode raises a bare ValueError (Python's 4,300-digit limit), not a JSONDecodeError.
+    exc = _error('{"version": "0.0.4"}{"id": 1' + "0" * 5000 + "}")
+    assert "object 1" in exc.message and len(exc.message) < 300
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        '{"id": "1", "\\ud800": 1}',
+        # found by the fuzz smoke campaign: the key inside an attribute, not at the top
+        '{"id": "1", "attr": [{"name": "comm_size", "int64Val": "4", "\\ud800": 1}]}',
+    ],
+)
+def test_a_lone_surrogate_key_is_a_trace_error_that_can_be_written(node: str) -> None:
+    # json_format.ParseDict raised SystemError from upb for a key that is not valid Unicode.
+    exc = _error('{"version": "0.0.4"}' + node)
+    assert "not valid Unicode" in exc.message
+    exc.describe("t.json").encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(key, value) for key in ("id", "durationMicros") for value in ("-Infinity", "Infinity", "NaN", "1e999")]
+    + [("type", "-Infinity"), ("type", "1e999")],  # ParseDict raised OverflowError for an enum
+)
+def test_non_finite_numbers_in_integer_fields_are_trace_errors(key: str, value: str) -> None:
+    exc = _error(f'{{"version": "0.0.4"}}{{"name": "a", "{key}": {value}}}')
+    assert exc.where == "object 1 at line 1 column 21"
+
+
+def test_an_echoed_value_is_cut_in_the_message() -> None:
+    exc = _error('{"version": "0.0.4"}{"type": "' + "X\\ud800\\n" * 3000 + '"}')  # JSON escapes
+    line = exc.describe("t.json")
+    assert len(line) <= 500 and "\n" not in line
+    line.encode("utf-8")
+
+
+def test_empty_objects_are_refused_by_count() -> None:
+    # `{}` decodes to a Node without a type: a file of them gave one ops row per two bytes.
+    exc = _error('{"version": "0.0.4"}{"id": "1", "type": "COMP_NODE"}' + "{}" * 100_000)
+    assert "carry no node type" in exc.message and (exc.where or "").startswith("object ")
+
+
+def test_an_object_longer_than_any_node_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chakra_json, "MAX_OBJECT_CHARS", 1000)
+    monkeypatch.setattr(chakra_json, "CHUNK_CHARS", 64)
+    assert parse_with(chakra_json, ('{"id": "1", "name": "' + "n" * 900 + '"}').encode(), "t.json").ops
+    exc = _error('{"id": "1", "name": "' + "n" * 5000 + '"}')
+    assert "longer than" in exc.message and exc.where == "line 1 column 1"
+
+
+def test_megabytes_of_whitespace_between_objects() -> None:
+    parsed = parse_with(
+        chakra_json, b'{"id": "1", "type": "COMP_NODE"}' + b" \n" * 4_000_000 + b'{"id": "2"}', "t.json"
+    )
+    assert [r["op_id"] for r in parsed.ops] == [1, 2]
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_node_keys = st.sampled_from(
+    [
+        "id",
+        "name",
+        "type",
+        "ctrlDeps",
+        "dataDeps",
+        "startTimeMicros",
+        "durationMicros",
+        "inputs",
+        "outputs",
+        "attr",
+        "ctrl_deps",
+        "x",
+    ]
+)
+_attr = st.dictionaries(
+    st.sampled_from(["name", "int64Val", "uint64Val", "stringVal", "boolVal", "doubleVal", "int32Val"]),
+    _values,
+    max_size=3,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.dictionaries(_node_keys, _values | st.lists(_attr, max_size=3), max_size=6), max_size=6))
+def test_any_object_values_give_rows_or_a_trace_error(objects: list[dict[str, Any]]) -> None:
+    text = '{"version": "0.0.4"}' + "".join(json.dumps(o) for o in objects)
+    try:
+        parsed = parse_with(chakra_json, text.encode(), "t.json")
+    except TraceError as exc:
+        exc.describe("t.json").encode("utf-8")
+        return
+    assert parsed.meta.node_count == len(objects)

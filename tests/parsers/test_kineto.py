@@ -15,6 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
@@ -290,16 +292,18 @@ def test_captured_moe_alltoall(rank: int) -> None:
             32,
         )
         assert r["in_splits"] is None and r["out_splits"] is None
-    for r in uneven:  # rows of 32 fp32; splits count rows
+    for r in uneven:  # rows of 32 fp32: the trace's splits count rows, the table's count elements
         assert r["dtype"] == "Float" and len(r["in_splits"]) == len(r["out_splits"]) == 4
-        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_elems"] == sum(r["in_splits"]) and r["out_elems"] == sum(r["out_splits"])
+        assert all(s % 32 == 0 for s in r["in_splits"] + r["out_splits"])
+        assert {"in_splits", "out_splits"} <= set(r["inferred"])
         assert r["in_bytes"] == 4 * r["in_elems"]
     # Dispatch and combine swap the split lists.
     pairs = collections.Counter((tuple(r["in_splits"]), tuple(r["out_splits"])) for r in uneven)
     assert all(pairs[(o, i)] == n for (i, o), n in pairs.items())
-    if rank == 1:  # README: rank 1, first profiled step, in splits [5,2,4,1] -> out [4,2,5,3]
+    if rank == 1:  # README: rank 1, first profiled step, in splits [5,2,4,1] -> out [4,2,5,3] rows of 32
         first = uneven[0]
-        assert (first["in_splits"], first["out_splits"]) == ([5, 2, 4, 1], [4, 2, 5, 3])
+        assert (first["in_splits"], first["out_splits"]) == ([160, 64, 128, 32], [128, 64, 160, 96])
         assert (first["in_elems"], first["out_elems"]) == (384, 448)
     ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
     assert [(r["dtype"], r["in_elems"]) for r in ar] == [("Float", 1056)] * 2
@@ -692,12 +696,14 @@ def test_gloo_c10d_rows_paired_by_record_function_id() -> None:
     # A TensorList carries no dtype: the gloo annotation's tensor gives it.
     assert (ar["dtype"], ar["in_elems"], ar["in_bytes"], ar["out_bytes"]) == ("Float", 6, 24, 24)
     assert (a2av["in_elems"], a2av["out_elems"], a2av["in_bytes"]) == (10, 14, 40)
-    assert (a2av["in_splits"], a2av["out_splits"], a2av["is_uneven"]) == ([2, 1, 1, 1], [3, 1, 2, 1], True)
+    # The recorded splits count rows of 2: the table holds elements.
+    assert (a2av["in_splits"], a2av["out_splits"], a2av["is_uneven"]) == ([4, 2, 2, 2], [6, 2, 4, 2], True)
     assert (a2a["dtype"], a2a["in_bytes"], a2a["in_splits"], a2a["is_uneven"]) == ("Long", 32, None, False)
     assert (send["peer"], send["in_bytes"], send["out_bytes"], send["duration_us"]) == (3, 512, None, 30)
     for r in rows:
         assert (r["pg_name"], r["group_size"]) == ("0", 4)
-        assert r["inferred"] == ["pg_name", "group_size"]  # the peer is certain: one group
+        splits = ["in_splits", "out_splits"] if r is a2av else []  # rows of 2 made elements
+        assert r["inferred"] == ["pg_name", "group_size", *splits]  # the peer is certain: one group
 
 
 def test_record_function_id_zero_is_unknown() -> None:
@@ -1138,3 +1144,129 @@ def test_ops_times_that_are_not_finite_become_null() -> None:
     assert _finite(values, [10, 11, 12, 13, 14], "ts", Checker(meta)) == [1.0, None, None, 1e308, 1e308]
     [warning] = meta.warnings
     assert (warning.message, warning.where) == ("ts = inf is not a finite number: left null", "traceEvents[12]")
+
+
+# ---------------------------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        "[" + "[" * 5000 + "]" * 5000 + "]",  # typed decode: msgspec raised RecursionError
+        '[{"ph": "X", "name": 1, "args": ' + "[" * 5000 + "]" * 5000 + "}]",  # tolerant decode, too
+        '[{"ph": "X", "name": "a", "ts": 1, "args": {"x": ' + "[" * 5000 + "]" * 5000 + "}}]",
+    ],
+)
+def test_json_nested_too_deeply_is_a_trace_error(events: str) -> None:
+    with pytest.raises(TraceError, match="nested too deeply"):
+        _parse(f'{{"traceEvents": {events}}}'.encode())
+
+
+@pytest.mark.parametrize("base", [str(10**400), str(-(10**30)), "1.5e300", '"12"', "true"])
+def test_base_time_beyond_any_clock_gives_no_start_time(base: str) -> None:
+    # An integer above 1e308 raised OverflowError in _started_at (int + float).
+    data = f'{{"baseTimeNanoseconds": {base}, "traceEvents": [{{"ph": "X", "name": "a", "ts": 1, "dur": 1}}]}}'
+    meta, _, ops = _parse(data.encode())
+    assert meta.started_at is None and ops.num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("dist", "rank", "world_size"),
+    [
+        ({"rank": 3, "world_size": 2_147_483_647}, 3, None),
+        ({"rank": 3, "world_size": 10**20}, 3, None),
+        ({"rank": 3, "world_size": -1}, 3, None),
+        ({"rank": 2**31 - 2}, None, None),
+        ({"rank": 2**40, "world_size": 8}, None, 8),
+        ({"rank": "7", "world_size": 8.0}, 7, 8),
+    ],
+)
+def test_rank_and_world_size_are_bounded(dist: dict[str, Any], rank: int | None, world_size: int | None) -> None:
+    meta, _, _ = _parse(_doc([_x("a", 1, 1)], distributedInfo=dist))
+    assert (meta.rank, meta.world_size) == (rank, world_size)
+    assert all("out of bounds" in w.message for w in meta.warnings)
+
+
+def test_ids_of_thousands_of_digits() -> None:
+    # pid/tid/name of 4,000 digits decode (msgspec refuses more than Python's 4,300-digit text
+    # limit), so turning them into text cannot fail.
+    big = "9" * 4000
+    data = f'{{"traceEvents": [{{"ph": "X", "name": {big}, "pid": {big}, "tid": -{big}, "ts": 1, "dur": 1}}]}}'
+    _, _, ops = _parse(data.encode())
+    assert ops.column("name").to_pylist() == [big]
+    with pytest.raises(TraceError, match="invalid JSON"):
+        _parse(data.replace(big, big * 2).encode())
+
+
+def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
+    # A preallocated, half-written trace: the document was read whole (gigabytes) before decoding.
+    head = json.dumps(_g2_doc()).encode()[:300]
+    with pytest.raises(TraceError, match="NUL byte") as info:
+        _parse(head + bytes(1 << 20))
+    assert info.value.where == "byte offset 300"
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_arg_keys = st.sampled_from(
+    [
+        "Collective name",
+        "dtype",
+        "In msg nelems",
+        "Out msg nelems",
+        "Group size",
+        "In split size",
+        "Out split size",
+        "Process Group Name",
+        "Process Group Ranks",
+        "Rank",
+        "Src Rank",
+        "Dst Rank",
+        "Seq",
+        "Record function id",
+        "External id",
+        "correlation",
+        "Input Dims",
+        "Input type",
+        "Concrete Inputs",
+    ]
+)
+_names = st.sampled_from(
+    [
+        "record_param_comms",
+        "nccl:all_to_all",
+        "gloo:send",
+        "c10d::alltoall_base_",
+        "c10d::send",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "cudaLaunchKernel",
+        "aten::mm",
+    ]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"ph": st.sampled_from(["X", "X", "i", 7]), "name": _names | _values, "ts": _values, "dur": _values},
+            optional={"pid": _values, "tid": _values, "cat": st.sampled_from(["cpu_op", "kernel", "cuda_runtime"])},
+        ).flatmap(lambda ev: st.dictionaries(_arg_keys, _values, max_size=6).map(lambda args: {**ev, "args": args})),
+        max_size=8,
+    ),
+    st.dictionaries(st.sampled_from(["rank", "world_size", "pg_config", "backend"]), _values, max_size=3),
+)
+def test_any_event_values_give_rows_or_a_trace_error(events: list[dict[str, Any]], dist: dict[str, Any]) -> None:
+    try:
+        meta, rows, _ = _parse({"distributedInfo": dist, "traceEvents": events})
+    except TraceError as exc:
+        exc.describe("t.json").encode("utf-8")
+        return
+    assert meta.rank is None or 0 <= meta.rank < 2**20
+    assert meta.world_size is None or 1 <= meta.world_size <= 2**20
+    for row in rows:
+        assert row["in_elems"] is None or 0 <= row["in_elems"] <= 2**62
+        assert row["peer"] is None or 0 <= row["peer"] < 2**20

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.parsers import detect_format, parser_for, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
@@ -1329,19 +1331,22 @@ def test_captured_moe_alltoall(captured: dict[tuple[str, int], list[Row]], rank:
         (r["in_elems"], r["out_elems"], r["dtype"], r["in_splits"], r["out_splits"]) == (4, 4, "Long", None, None)
         for r in even
     )
-    for r in uneven:
+    for r in uneven:  # rows of 32 fp32: the trace's splits count rows, the table's count elements
         assert len(r["in_splits"]) == len(r["out_splits"]) == 4 and r["dtype"] == "Float"
-        assert r["in_elems"] == 32 * sum(r["in_splits"]) and r["out_elems"] == 32 * sum(r["out_splits"])
+        assert r["in_elems"] == sum(r["in_splits"]) and r["out_elems"] == sum(r["out_splits"])
+        assert all(s % 32 == 0 for s in r["in_splits"] + r["out_splits"])
+        assert {"in_splits", "out_splits"} <= set(r["inferred"])
         assert r["in_bytes"] == 4 * r["in_elems"]
     assert [(r["in_elems"], r["dtype"]) for r in _of(rows, "ALL_REDUCE")] == [(1056, "Float")] * 2
 
 
 def test_captured_moe_alltoall_splits_match_readme(captured: dict[tuple[str, int], list[Row]]) -> None:
-    # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448)
+    # README: rank 1, first profiled step: in splits [5,2,4,1] -> out splits [4,2,5,3] (384 -> 448),
+    # rows of 32 elements
     r = _of(captured[("moe_alltoall", 1)], "ALL_TO_ALL")[1]
     assert (r["in_splits"], r["out_splits"], r["in_elems"], r["out_elems"]) == (
-        [5, 2, 4, 1],
-        [4, 2, 5, 3],
+        [160, 64, 128, 32],
+        [128, 64, 160, 96],
         384,
         448,
     )
@@ -1467,3 +1472,107 @@ def test_bytes_source_reads_gzip_member() -> None:
     sink = MemorySink()
     meta = pytorch_et.parse(BytesSource(data, "a.tgz!et.json.gz", "et.json.gz"), sink)
     assert meta.node_count == 11 and sink.table("collectives").num_rows == 5
+
+
+# ------------------------------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize("attrs", [None, {"pg_size": 2_147_483_647}])
+def test_a_huge_group_size_never_becomes_the_world_size(attrs: dict[str, Any] | None) -> None:
+    # The world size came from default-group rows before their values were bounded: a process group
+    # of 2,147,483,647 ranks reached TraceMeta and made the ingest build one row per missing rank.
+    tail = (0, 1, 2_147_483_647)  # layout C: global_rank_start, stride, world_size
+    rpc = rpc_c(11, 2, "allreduce", tensor(5, 16), tensor(5, 16), 1, ("0", ""), 0, tail=tail, attrs=attrs)
+    doc = et("1.1.0", [rpc])
+    meta, colls, _ = run(doc)
+    assert meta.world_size is None and colls[0]["group_size"] is None
+    assert any("out of bounds [1, 1048576]" in w.message for w in meta.warnings)
+
+
+def test_a_node_id_beyond_int64_is_null_and_a_duplicate_a_short_error() -> None:
+    big = 10**50
+    meta, _, ops = run(et("1.1.0", [node(big, "a", 2)]))
+    assert [o["op_id"] for o in ops if o["name"] == "a"] == [None]
+    assert [w.message.split(" = ")[0] for w in meta.warnings] == ["op_id"]
+    huge = int("9" * 4000)
+    with pytest.raises(TraceError, match="duplicate node id") as info:
+        run(et("1.1.0", [node(huge, "a", 2), node(huge, "b", 2)]))
+    line = info.value.describe("et.json")
+    assert len(line) <= 500
+
+
+def test_a_peer_from_huge_rank_start_and_stride_is_null() -> None:
+    doc = et("1.1.0", [rpc_c(11, 2, "send", tensor(6, 4), None, 2, ("5", ""), 3, tail=(2**62, 2**62, 8))])
+    meta, colls, _ = run(doc)
+    assert colls[0]["peer"] is None and colls[0]["comm_type"] == "SEND"
+
+
+def test_a_zero_filled_tail_is_refused_at_its_first_byte() -> None:
+    head = json.dumps(_good_doc()).encode()[:500]
+    with pytest.raises(TraceError, match="NUL byte") as info:
+        run(head + bytes(1 << 20))
+    assert info.value.where == "byte offset 500"
+
+
+@pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "[" + "1, " * 1_000_000 + "1]"])
+def test_a_bad_value_is_quoted_as_a_short_excerpt(value: str) -> None:
+    # The excerpt renders what it shows, not the whole value (repr(value)[:80] built all of it).
+    with pytest.raises(TraceError, match="no integer id") as info:
+        run(f'{{"schema": "1.1.0", "nodes": [{{"id": {value}, "name": "a"}}]}}'.encode())
+    assert len(info.value.message) < 200
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+_attr_names = st.sampled_from(
+    [
+        "collective_name",
+        "dtype",
+        "in_msg_nelems",
+        "out_msg_nelems",
+        "in_split_size",
+        "out_split_size",
+        "pg_name",
+        "pg_size",
+        "global_rank_start",
+        "global_rank_stride",
+        "rf_id",
+        "tid",
+        "op_schema",
+    ]
+)
+_types = st.sampled_from(["Int", "String", "GenericList[Int,Int]", "Tensor(float)", "Tuple[String,String]", "x"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["record_param_comms", "c10d::alltoall_base_", "gloo:send", "nccl:all_reduce"]),
+            st.lists(st.tuples(_values, _types), max_size=8),
+            st.dictionaries(_attr_names, _values, max_size=5),
+            st.dictionaries(st.sampled_from(["ts", "inclusive_dur", "cat"]), _values, max_size=2),
+        ),
+        max_size=5,
+    ),
+    _values,
+)
+def test_any_node_values_give_rows_or_a_trace_error(nodes: list[Any], pg_payload: Any) -> None:
+    made = [pg_init(3, [{"pg_name": "0", "ranks": pg_payload}])]
+    for i, (name, inputs, attrs, extra) in enumerate(nodes):
+        made.append(node(10 + i, name, 2, inputs=inputs, attrs=attrs, **extra))
+    try:
+        meta, colls, ops = run(et("1.1.0", made))
+    except TraceError as exc:
+        exc.describe("et.json").encode("utf-8")
+        return
+    assert len(ops) == len(made) + 2
+    assert meta.world_size is None or 1 <= meta.world_size <= 2**20
+    for row in colls:
+        assert row["group_size"] is None or 1 <= row["group_size"] <= 2**20
+        assert row["in_bytes"] is None or 0 <= row["in_bytes"] <= 2**62
+        if row["in_splits"] and row["in_elems"] is not None:
+            assert sum(row["in_splits"]) == row["in_elems"]  # splits are elements, or null

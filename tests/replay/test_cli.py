@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tests.cli.test_cli import tracekit
 
@@ -67,3 +68,16 @@ def test_replay_help_does_not_import_the_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_dataset_of_many_jobs_says_how_many_when_no_job_is_named(tmp_path: Path) -> None:
+    from tests.builders import write_et_job
+    from tracekit.errors import InputError
+    from tracekit.ingest import ingest
+    from tracekit.replay import replay
+
+    for j in range(25):
+        write_et_job(tmp_path / "in" / f"job{j:02d}", [0, 1], [("ALL_REDUCE", 1024)])
+    assert ingest([tmp_path / "in"], tmp_path / "ds", workers=1).ok
+    with pytest.raises(InputError, match=r"holds 25 jobs: name one with --job \(job00, .*job19, \.\.\.\)"):
+        replay(tmp_path / "ds")

@@ -125,3 +125,25 @@ def test_every_collective_of_a_generated_job_moves_its_textbook_bytes(tmp_path: 
     assert checked > 0
     if label:
         assert result.label == label and set(result.collectives["algorithm"]) >= {"p2p", "ring"}
+
+
+def test_moe_all_to_allv_moves_exactly_the_bytes_each_rank_passes_in(captured_dataset: Path) -> None:
+    # The sample's all-to-allv splits count rows of 32 fp32 in the trace: replayed as elements they
+    # moved 1/32 of the data until the rulebook converted them (sizes.splits_in_elements).
+    with tracekit.open(captured_dataset) as ds:
+        rows = ds.sql(
+            "select rank, in_bytes, out_bytes, in_splits, out_splits, dtype from collectives "
+            "where job_id = 'moe_alltoall' and is_uneven"
+        ).pl()
+        result = replay(ds, "moe_alltoall")
+    uneven = result.collectives.filter(pl.col("is_uneven"))["collective_id"].implode()
+    flows = result.flows.filter(pl.col("collective_id").is_in(uneven))
+    assert rows.height == 4 * 8 and set(rows["dtype"]) == {"Float"}
+    for rank in range(4):
+        mine = rows.filter(pl.col("rank") == rank)
+        kept = sum(splits[rank] * 4 for splits in mine["in_splits"])
+        assert kept == sum(splits[rank] * 4 for splits in mine["out_splits"])
+        sent = int(flows.filter(pl.col("src_rank") == rank)["bytes"].sum())
+        received = int(flows.filter(pl.col("dst_rank") == rank)["bytes"].sum())
+        assert sent + kept == mine["in_bytes"].sum()
+        assert received + kept == mine["out_bytes"].sum()

@@ -22,6 +22,7 @@ its set-up over many small files.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import traceback
 import uuid
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tracekit.parsers import detect_format, parser_for
+from tracekit.errors import describe
+from tracekit.parsers import parse_as, parser_for, sniff_format
 from tracekit.parsers.base import Source, TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
 
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-_SNIFF = 1 << 16
 _RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 # Larger trailing numbers are pids or timestamps, not ranks.
 _MAX_RANK_IN_NAME = 1 << 20
@@ -353,9 +354,7 @@ def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
         else FileSource(Path(task.path or ""), task.display)
     )
     try:
-        with source.open() as stream:
-            head = stream.read(_SNIFF)
-        parsed.format = detect_format(head, task.name)
+        parsed.format = sniff_format(source)
     except TraceError as exc:
         parsed.error = exc.describe(task.display)
         return parsed, None
@@ -381,8 +380,6 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
 
 
 def _size(f: Any) -> int:
-    import os
-
     return os.fstat(f.fileno()).st_size
 
 
@@ -396,27 +393,27 @@ def _parse_format(fmt: str, files: list[tuple[ParsedFile, Source]], rows: _Batch
         except Exception:  # a bug in the many-file path: read the files one by one, to name the culprit
             pass
     for parsed, source in files:
-        _parse_one(parser, parsed, source, rows)
+        _parse_one(fmt, parsed, source, rows)
 
 
-def _parse_one(parser: Any, parsed: ParsedFile, source: Source, rows: _BatchRows) -> None:
+def _parse_one(fmt: str, parsed: ParsedFile, source: Source, rows: _BatchRows) -> None:
     sink = _FileRows(rows, parsed.seq)
     try:
-        parsed.meta = parser.parse(source, sink)
+        # Only TraceError for anything the file holds (a parser's own bug is a ParserBug).
+        parsed.meta = parse_as(fmt, source, sink)
         sink.commit()
         parsed.max_group_size = sink.max_group_size
     except TraceError as exc:
         sink.discard()
         parsed.error = exc.describe(parsed.display)
-    except MemoryError:
-        sink.discard()
-        parsed.error = f"{parsed.display}: out of memory while parsing"
-    except Exception as exc:  # a parser bug must not lose the rest of the batch
+    except Exception as exc:  # staging its rows failed: the rest of the batch must not be lost
         sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        parsed.error = (
-            f"{parsed.display}: internal error in the {parsed.format or 'format'} parser "
-            f"({type(exc).__name__}: {exc}; {Path(last.filename).name}:{last.lineno}); please report"
+        parsed.error = describe(
+            parsed.display,
+            None,
+            f"internal error while staging its rows ({type(exc).__name__}: {exc}; "
+            f"{Path(last.filename).name}:{last.lineno}); please report",
         )
 
 

@@ -1,7 +1,8 @@
-"""Trace parsers, one module per format, and the content sniffing that picks one.
+"""Trace parsers, one module per format, the content sniffing that picks one, and the guard around both.
 
 Each parser module exposes `FORMAT` (its name in `traces.format`) and
-`parse(source, sink) -> TraceMeta` (see tracekit/parsers/base.py).
+`parse(source, sink) -> TraceMeta` (see tracekit/parsers/base.py). Callers read a file through
+`read_trace`, which raises nothing but TraceError for whatever the file holds.
 """
 
 from __future__ import annotations
@@ -9,12 +10,18 @@ from __future__ import annotations
 import importlib
 import re
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from tracekit.parsers.base import TraceError
+from tracekit.errors import ParserBug
+from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto")
 
-_SNIFF_BYTES = 1 << 16
+# The format is told from this many first bytes (decompressed).
+SNIFF_BYTES = 1 << 16
 _KINETO_KEYS = re.compile(rb'"(traceEvents|schemaVersion|deviceProperties|distributedInfo)"\s*:')
 _PYTORCH_ET_KEYS = re.compile(rb'"(schema|nodes)"\s*:')
 _CHAKRA_JSON_FIRST_KEYS = re.compile(
@@ -29,14 +36,85 @@ def parser_for(fmt: str) -> ModuleType:
     return importlib.import_module(f"tracekit.parsers.{fmt}")
 
 
+def read_trace(source: Source, sink: BatchSink) -> tuple[str, TraceMeta]:
+    """Detect the format of `source` and parse it into `sink`: (format, metadata).
+
+    Raises TraceError, and only TraceError, for any content (see `parse_as`).
+    """
+    fmt = sniff_format(source)
+    return fmt, parse_as(fmt, source, sink)
+
+
+def sniff_format(source: Source) -> str:
+    """The format of `source`, told from its first bytes; raises only TraceError."""
+    try:
+        with source.open() as stream:
+            head = stream.read(SNIFF_BYTES)
+        return detect_format(head, source.name)
+    except TraceError:
+        raise
+    except OSError as exc:
+        raise TraceError(f"cannot read ({exc.strerror or exc})") from exc
+    except Exception as exc:
+        raise ParserBug.of(exc, None) from exc
+
+
+def parse_as(fmt: str, source: Source, sink: BatchSink) -> TraceMeta:
+    """Parse `source` as format `fmt` into `sink`.
+
+    Raises TraceError, and only TraceError, for any content: a file that cannot be opened or read
+    too (OSError). An exception of a parser's own is a bug; it is raised as `ParserBug` (a
+    TraceError naming the parser and the line of code), so that one file never costs a run.
+    What the sink raises (the caller's storage) passes through unchanged: it is no fault of the file.
+    """
+    try:
+        return parser_for(fmt).parse(source, _SinkGuard(sink))
+    except TraceError:
+        raise
+    except _SinkFailed as failed:
+        raise failed.error from failed.error.__cause__
+    except OSError as exc:
+        raise TraceError(f"cannot read ({exc.strerror or exc})") from exc
+    except MemoryError:
+        raise TraceError("out of memory while parsing") from None
+    except Exception as exc:
+        raise ParserBug.of(exc, fmt) from exc
+
+
+class _SinkFailed(Exception):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _SinkGuard:
+    """Marks what the caller's sink raises, so that `read_trace` does not blame it on the file."""
+
+    def __init__(self, sink: BatchSink) -> None:
+        self._sink = sink
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        try:
+            self._sink.write(table, batch)
+        except Exception as exc:
+            raise _SinkFailed(exc) from exc
+
+
 def detect_format(head: bytes, name: str) -> str:
     """Name the format of a file from its first bytes (decompressed), the name only as a tie-break.
 
-    Raises TraceError for empty files and content no parser reads.
+    Raises TraceError for empty files and content no parser reads. A run of zero bytes frames
+    valid empty Chakra records, yet no writer starts a trace with them: a file whose first bytes
+    are all zero (preallocated and never written, half copied) is refused here, whatever its name.
     """
     stripped = head.lstrip()
     if not stripped:
         raise TraceError("empty file" if not head else "file holds only whitespace", "byte 0")
+    if not head.strip(b"\0"):
+        if len(head) < SNIFF_BYTES:
+            size = f"{len(head):,} byte{'s' if len(head) > 1 else ''}"
+            raise TraceError(f"file holds only zero bytes ({size}): zero-filled, not a trace", "byte 0")
+        raise TraceError(f"first {SNIFF_BYTES >> 10} KiB are zero bytes: zero-filled, not a trace", "byte 0")
     if stripped[:1] == b"{":
         if _KINETO_KEYS.search(head):
             return "kineto"
@@ -57,7 +135,8 @@ def detect_format(head: bytes, name: str) -> str:
 def _looks_like_et(head: bytes) -> bool:
     """A varint length, then a message whose first tag is a known Node/GlobalMetadata field.
 
-    Zero-length records (all-default messages) are valid and skipped.
+    Zero-length records (all-default messages) are valid and skipped; a head of nothing else is
+    not taken for a stream (detect_format refuses all-zero heads before this is asked).
     """
     pos = 0
     while pos < len(head):
@@ -77,4 +156,4 @@ def _looks_like_et(head: bytes) -> bool:
             field, wire = head[pos] >> 3, head[pos] & 7
             # GlobalMetadata: 1 version (len), 2 attr (len); Node: 1 id (varint) ... 10 attr (len).
             return 1 <= field <= 10 and wire in (0, 2)
-    return True
+    return False

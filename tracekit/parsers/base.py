@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 # A parser's `parse` raises TraceError for a file it cannot read (defined with the other errors).
+from tracekit.errors import MAX_MESSAGE_CHARS, MAX_WHERE_CHARS, describe, one_line
 from tracekit.errors import TraceError as TraceError
-from tracekit.errors import describe
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -22,22 +22,22 @@ if TYPE_CHECKING:
 
 # A file with more to say than this gets a last warning saying so: warnings are one line each.
 MAX_WARNINGS = 50
-MAX_WARNING_CHARS = 500
-
-
-def printable(text: str, limit: int = MAX_WARNING_CHARS) -> str:
-    """`text` cut to `limit` characters, with lone surrogates escaped: always writable as UTF-8."""
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
 class TraceWarning:
-    """Something in a file that did not stop it being read; stored in `traces.warnings`."""
+    """Something in a file that did not stop it being read; stored in `traces.warnings`.
+
+    Cleaned like a TraceError's text (tracekit.errors.one_line): one short line, always writable.
+    """
 
     message: str
     where: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line(self.message, MAX_MESSAGE_CHARS))
+        if self.where:
+            object.__setattr__(self, "where", one_line(self.where, MAX_WHERE_CHARS))
 
     def describe(self, display: str) -> str:
         return describe(display, self.where, self.message)
@@ -91,7 +91,7 @@ class TraceMeta:
     def warn(self, message: str, where: str | None = None) -> None:
         """Note something in the file that did not stop it being read (one line, at most 50)."""
         if len(self.warnings) < MAX_WARNINGS:
-            self.warnings.append(TraceWarning(printable(message), printable(where) if where else where))
+            self.warnings.append(TraceWarning(message, where))
         elif len(self.warnings) == MAX_WARNINGS:
             self.warnings.append(TraceWarning(f"more warnings not listed (only the first {MAX_WARNINGS} are kept)"))
 

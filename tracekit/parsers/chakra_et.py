@@ -28,6 +28,9 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
 * Values follow the rulebook's policy (tracekit.parsers.common.values): a node id or dependency
   beyond int64 (they are uint64 in the proto), a comm_size beyond [0, 2**62], a peer beyond
   [0, 2**20) is null, with one warning per field on the file.
+* Garbage is refused by count (tracekit.parsers.common.limits): a record length beyond
+  MAX_RECORD_BYTES, and records that carry no node type (empty ones included) beyond a small
+  share of the records read, so a zero-filled tail costs a few kilobytes of reading, not a row per byte.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from google.protobuf.message import DecodeError  # noqa: TID253
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
+from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -50,8 +54,6 @@ FORMAT = "chakra_et"
 
 CHUNK_SIZE = 1 << 20
 MAX_VARINT_BYTES = 10
-# protobuf refuses messages of 2 GiB or more; a larger length is a corrupt header, not a record.
-MAX_RECORD_BYTES = (1 << 31) - 1
 FLUSH_ROWS = 65_536
 # Nodes decoded before they become columns: bounds the memory held in upb messages.
 DECODE_ROWS = 4_096
@@ -160,7 +162,7 @@ def _frame_length(buf: bytes, pos: int, index: int, base: int) -> tuple[int, int
         raise TraceError("bad length varint (more than 10 bytes)", where(index, base + pos)) from None
     if length > MAX_RECORD_BYTES:
         raise TraceError(
-            f"record length {length:,} exceeds protobuf's 2 GiB limit (corrupt length)",
+            f"record length {length:,} exceeds {MAX_RECORD_BYTES:,} bytes, more than any node (corrupt length)",
             where(index, base + pos),
         )
     return length, after
@@ -277,6 +279,7 @@ class NodeRows:
         self._chunks: list[dict[str, pa.Array]] = []
         self._chunk_rows = 0
         self._first_node_record = 0
+        self._untyped = UntypedRecords()
 
     def add_metadata(self, message: Any) -> None:
         """Record the GlobalMetadata: version, or the `schema` attribute when version is empty."""
@@ -303,6 +306,7 @@ class NodeRows:
         self.pending = []
         self.meta.node_count += len(nodes)
         types = [n.type for n in nodes]
+        self._untyped.add(len(nodes), types.count(0))  # raises once they are out of proportion
         try:
             columns = self._columns(nodes, types)
         except (OverflowError, pa.ArrowInvalid):
@@ -322,14 +326,13 @@ class NodeRows:
         op_ids: list[int | None] | None = None,
         ctrl_deps: list[list[int] | None] | None = None,
         data_deps: list[list[int] | None] | None = None,
+        times: bool = True,
     ) -> dict[str, pa.Array]:
         names = _TYPE_NAMES
-        return {
+        columns = {
             "op_id": pa.array([n.id for n in nodes] if op_ids is None else op_ids, pa.int64()),
             "name": pa.array([n.name for n in nodes], pa.string()),
             "type": pa.array([names[t] for t in types], pa.string()),
-            "start_us": pa.array([n.start_time_micros or None for n in nodes], pa.float64()),
-            "duration_us": pa.array([n.duration_micros for n in nodes], pa.float64()),
             "ctrl_deps": pa.array(
                 [n.ctrl_deps for n in nodes] if ctrl_deps is None else ctrl_deps, pa.list_(pa.int64())
             ),
@@ -337,9 +340,14 @@ class NodeRows:
                 [n.data_deps for n in nodes] if data_deps is None else data_deps, pa.list_(pa.int64())
             ),
         }
+        if times:
+            columns["start_us"] = pa.array([n.start_time_micros or None for n in nodes], pa.float64())
+            columns["duration_us"] = pa.array([n.duration_micros for n in nodes], pa.float64())
+        return columns
 
     def _checked_columns(self, nodes: list[Any], types: list[int]) -> dict[str, pa.Array]:
-        """Columns with every id and dependency checked: those beyond int64 are null, and noted."""
+        """Columns with every id and dependency checked: those beyond int64 are null, and noted.
+        Times (uint64 too) become floats here, which Arrow does not do for ints beyond int64."""
         checker = self.checker
         op_ids = [checker.bounded(n.id, "op_id", INT64, _where(n)) for n in nodes]
 
@@ -354,7 +362,10 @@ class NodeRows:
                     out.append(None)
             return out
 
-        return self._columns(nodes, types, op_ids, deps("ctrl_deps"), deps("data_deps"))
+        columns = self._columns(nodes, types, op_ids, deps("ctrl_deps"), deps("data_deps"), times=False)
+        columns["start_us"] = pa.array([float(n.start_time_micros) or None for n in nodes], pa.float64())
+        columns["duration_us"] = pa.array([float(n.duration_micros) for n in nodes], pa.float64())
+        return columns
 
     def _write_ops(self) -> None:
         chunks, count = self._chunks, self._chunk_rows
@@ -378,7 +389,7 @@ class NodeRows:
             return
         row = collective_row(node, node_type)
         if row is not None:
-            self.collectives.append(self.checker.row(row, _where(node)))
+            self.collectives.append(finished(row, self.checker, _where(node)))
 
     def finish(self) -> TraceMeta:
         """Flush what is pending and return the file's metadata."""
@@ -459,19 +470,25 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     node_from = et_def_pb2.Node.FromString
     pending = rows.pending
     decode_rows = rows.decode_rows
+    index, offset = 0, 0
     with source.open() as stream:
-        for index, offset, payload in iter_records(stream, CHUNK_SIZE):
-            if index == 0 and not _first_record_is_node(payload):
-                rows.add_metadata(_decode(et_def_pb2.GlobalMetadata.FromString, payload, index, offset))
-                continue
-            try:
-                pending.append(node_from(payload))
-            except DecodeError as exc:
-                raise TraceError(f"cannot decode Node: {exc}", where(index, offset)) from exc
-            if len(pending) >= decode_rows:
-                rows.flush()
-                pending = rows.pending
-    return rows.finish()
+        try:
+            for index, offset, payload in iter_records(stream, CHUNK_SIZE):
+                if index == 0 and not _first_record_is_node(payload):
+                    rows.add_metadata(_decode(et_def_pb2.GlobalMetadata.FromString, payload, index, offset))
+                    continue
+                try:
+                    pending.append(node_from(payload))
+                except DecodeError as exc:
+                    raise TraceError(f"cannot decode Node: {exc}", where(index, offset)) from exc
+                if len(pending) >= decode_rows:
+                    rows.flush()
+                    pending = rows.pending
+            return rows.finish()
+        except TraceError as exc:
+            if exc.where is None:  # a count limit of NodeRows: the place is the last record read
+                exc.where = where(index, offset)
+            raise
 
 
 def _decode(from_string: Any, payload: bytes, index: int, offset: int) -> Any:

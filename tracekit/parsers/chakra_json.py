@@ -12,7 +12,9 @@ pure Python and slow (~60 us a node), so the keys chakra_jsonizer writes are con
 The text is read in chunks and objects are decoded one by one with `JSONDecoder.raw_decode`;
 an object cut by a chunk boundary is retried with more text. Errors name the object number and
 the line and column in the file. The first object is a GlobalMetadata unless it carries a key only
-a Node has (old files without metadata).
+a Node has (old files without metadata). Garbage is refused by count, as for .et
+(tracekit.parsers.common.limits): an object longer than MAX_OBJECT_CHARS, objects that carry no
+node type (`{}`) beyond a small share, nesting deeper than the decoder can follow.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from google.protobuf import json_format  # noqa: TID253 (parser modules are impo
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra_et import NODE_TYPE_NAMES, NodeRows
+from tracekit.parsers.common.limits import MAX_OBJECT_CHARS, too_deep
+from tracekit.parsers.common.values import excerpt
 
 FORMAT = "chakra_json"
 
@@ -36,7 +40,7 @@ _METADATA_KEYS = frozenset(("version", "attr"))
 _NODE_TYPE_NAMES = frozenset(NODE_TYPE_NAMES.values())
 # NodeType names of schema extensions not on Chakra main (PR #216, "Add storage operations").
 EXTENSION_NODE_TYPES = {"STORAGE_NODE": 8, "BATCH_NODE": 9, "CHECKPOINT_NODE": 10}
-_WHITESPACE = " \t\n\r"
+_NOT_WHITESPACE = re.compile(r"[^ \t\n\r]")
 
 
 class _TextStream:
@@ -94,12 +98,11 @@ class _TextStream:
     def skip_whitespace(self) -> bool:
         """Move past whitespace; False when only whitespace remains in the whole stream."""
         while True:
-            text, pos = self.text, self.pos
-            while pos < len(text) and text[pos] in _WHITESPACE:
-                pos += 1
-            self.pos = pos
-            if pos < len(text):
+            found = _NOT_WHITESPACE.search(self.text, self.pos)
+            if found is not None:
+                self.pos = found.start()
                 return True
+            self.pos = len(self.text)
             if not self.more():
                 return False
 
@@ -143,11 +146,21 @@ class ObjectReader:
                 # errors at the end of the text can be cuts, so a malformed object early in a
                 # big file is reported at once instead of reading the rest of the file.
                 place = text.place(exc.pos)  # before more(), which moves the buffer
-                if _maybe_cut(exc, text.text) and text.more(chars):
+                cut = _maybe_cut(exc, text.text)
+                if cut and len(text.text) - self._start >= MAX_OBJECT_CHARS:
+                    message = f"object {number} is longer than {MAX_OBJECT_CHARS:,} characters, more than any node"
+                    raise TraceError(message, self.place()) from exc
+                if cut and text.more(chars):
                     chars *= 2  # doubling keeps a huge object from being re-decoded quadratically
                     self._start = text.pos
                     continue
                 raise TraceError(f"invalid JSON in object {number}: {exc.msg}", place) from exc
+            except RecursionError:
+                error = too_deep()
+                error.where = f"object {number} at {self.place()}"
+                raise error from None
+            except ValueError as exc:  # an integer beyond Python's 4,300-digit conversion limit
+                raise TraceError(f"invalid JSON in object {number}: {exc}", self.place()) from None
 
 
 def _maybe_cut(exc: json.JSONDecodeError, text: str) -> bool:
@@ -157,18 +170,24 @@ def _maybe_cut(exc: json.JSONDecodeError, text: str) -> bool:
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one chakra_jsonizer file into `sink` (see the module docstring)."""
     rows = NodeRows(sink, FORMAT)
+    number = 0
     with source.open() as stream:
         reader = ObjectReader(stream)
-        for number, obj in reader:
-            if number == 0 and _METADATA_KEYS.issuperset(obj):
-                rows.add_metadata(_message(obj, et_def_pb2.GlobalMetadata(), number, reader))
-            else:
-                node_type = obj.get("type")
-                if node_type.__class__ is str and node_type not in _NODE_TYPE_NAMES:
-                    obj["type"] = _extension_node_type(node_type, number, reader)
-                node = fast_node(obj)
-                rows.add(node if node is not None else _message(obj, et_def_pb2.Node(), number, reader))
-    return rows.finish()
+        try:
+            for number, obj in reader:
+                if number == 0 and _METADATA_KEYS.issuperset(obj):
+                    rows.add_metadata(_message(obj, et_def_pb2.GlobalMetadata(), number, reader))
+                else:
+                    node_type = obj.get("type")
+                    if node_type.__class__ is str and node_type not in _NODE_TYPE_NAMES:
+                        obj["type"] = _extension_node_type(node_type, number, reader)
+                    node = fast_node(obj)
+                    rows.add(node if node is not None else _message(obj, et_def_pb2.Node(), number, reader))
+            return rows.finish()
+        except TraceError as exc:
+            if exc.where is None:  # a count limit of NodeRows: the place is the last object read
+                exc.where = f"object {number} at {reader.place()}"
+            raise
 
 
 # --- fast path ------------------------------------------------------------------------------
@@ -282,13 +301,22 @@ def _extension_node_type(name: str, number: int, reader: ObjectReader) -> int:
     if name in EXTENSION_NODE_TYPES:
         return EXTENSION_NODE_TYPES[name]
     where = f"object {number} at {reader.place()}"
-    raise TraceError(f"object {number} has unknown NodeType {name!r}", where)
+    raise TraceError(f"object {number} has unknown NodeType {excerpt(name)}", where)
 
 
 def _message(obj: dict[str, Any], message: Any, number: int, reader: ObjectReader) -> Any:
+    kind = type(message).__name__
     try:
         return json_format.ParseDict(obj, message, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError) as exc:
-        kind = type(message).__name__
-        where = f"object {number} at {reader.place()}"
-        raise TraceError(f"object {number} is not a valid {kind}: {exc}", where) from exc
+    except (json_format.ParseError, ValueError, TypeError, OverflowError) as exc:
+        # OverflowError: an infinite number (-Infinity, 1e999) where an integer or enum belongs.
+        reason = f"object {number} is not a valid {kind}: {exc}"
+    except SystemError as exc:
+        # upb fails to look up a key that is not valid Unicode (a lone surrogate from a \ud800
+        # escape) with a SystemError whose cause says so.
+        if not isinstance(exc.__cause__, UnicodeError):
+            raise
+        reason = f"object {number} is not a valid {kind}: a key is not valid Unicode"
+    except RecursionError:
+        reason = f"object {number} is not a valid {kind}: nested too deeply"
+    raise TraceError(reason, f"object {number} at {reader.place()}")

@@ -147,10 +147,11 @@ def _replay(
 def _only_job(ds: TraceDataset) -> str:
     from tracekit.errors import InputError
 
-    jobs = [r[0] for r in ds.sql("select job_id from jobs order by 1 limit 21").fetchall()]
-    if len(jobs) != 1:
-        shown = ", ".join(jobs[:20]) + (", ..." if len(jobs) > 20 else "")
-        raise InputError(f"the dataset holds {len(jobs)} jobs: name one with --job ({shown})")
+    count = ds.sql("select count(*) from jobs").fetchall()[0][0]
+    jobs = [r[0] for r in ds.sql("select job_id from jobs order by 1 limit 20").fetchall()]
+    if count != 1:
+        shown = ", ".join(jobs) + (", ..." if count > len(jobs) else "")
+        raise InputError(f"the dataset holds {count:,} jobs: name one with --job ({shown})")
     return str(jobs[0])
 
 

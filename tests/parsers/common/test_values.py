@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracekit.parsers.base import MAX_WARNINGS, TraceMeta, printable
+from tracekit.errors import MAX_WHERE_CHARS, one_line
+from tracekit.parsers.base import MAX_WARNINGS, TraceMeta
 from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.values import (
     COUNT,
@@ -20,6 +22,7 @@ from tracekit.parsers.common.values import (
     Checker,
     as_int,
     as_number,
+    elements,
     excerpt,
 )
 
@@ -108,5 +111,52 @@ def test_warnings_are_capped_and_printable() -> None:
     assert len(meta.warnings) == MAX_WARNINGS + 1
     assert meta.warnings[-1].message.startswith("more warnings not listed")
     first = meta.warnings[0]
-    assert first.message == "bad 0 \\ud800" and first.where is not None and len(first.where) <= 500
-    assert printable("\udcff") == "\\udcff"
+    assert first.message == "bad 0 \\ud800" and first.where is not None and len(first.where) <= MAX_WHERE_CHARS
+    assert one_line("\udcff", 10) == "\\udcff"
+
+
+def test_elements_of_a_shape() -> None:
+    assert elements([]) == 1 and elements([3, 4]) == 12 and elements(["2", 5.0]) == 10
+    assert elements([3, -1]) is None and elements([3, "x"]) is None and elements([True]) is None
+    assert elements([2**62, 2**62, 0]) == 0  # a zero dimension wins, however big the others
+
+
+def test_elements_never_multiplies_out_a_hostile_shape() -> None:
+    # 10,000 dimensions of 4,000 digits: multiplied out, a number of 40 million digits.
+    shape = [10**4000 - 1] * 10_000
+    assert elements(shape) == MAX_COUNT + 1  # out of bounds: the row check nulls it
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2**70), max_size=6))
+def test_elements_is_the_product_within_bounds(shape: list[int]) -> None:
+    product = math.prod(shape)
+    assert elements(shape) == (product if product <= MAX_COUNT else MAX_COUNT + 1)
+
+
+def test_excerpt_of_a_deeply_nested_value_does_not_recurse_into_it() -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep, {"k": deep}]
+    text = excerpt(deep)
+    assert text.startswith("[[[") and len(text) <= EXCERPT_CHARS
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json, st.sampled_from([RANK, SIZE, COUNT, INT64]))
+def test_checker_integer_is_in_bounds_or_none_for_any_value(value: object, bound: Any) -> None:
+    meta = TraceMeta(format="x")
+    got = Checker(meta).integer(value, "field", bound, "here")
+    assert got is None or (type(got) is int and bound.holds(got))
+    assert len(meta.warnings) <= 1 and all(w.message.isprintable() for w in meta.warnings)
+
+
+@given(_json)
+def test_checker_time_is_finite_or_none_for_any_value(value: object) -> None:
+    got = Checker(TraceMeta(format="x")).time(value, "start_us", "here")
+    assert got is None or math.isfinite(got)

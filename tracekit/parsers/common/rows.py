@@ -1,10 +1,11 @@
 """Rows: the typed collective row every parser emits, and its one conversion to Arrow.
 
 `CollectiveRow` holds the columns of the `collectives` table that a single file can know; the
-ingest layer fills `job_id`, `rank`, `trace_id` and `linked_trace_id`. Rows are checked against
-the value bounds (tracekit.parsers.common.values) before they are written, and `CollectiveBuffer`
-turns them into record batches of the table's declared schema (schemas/tables.toml), one column
-at a time.
+ingest layer fills `job_id`, `rank`, `trace_id` and `linked_trace_id`. Every parser passes each
+row through `finished` before anything else reads it: its values are checked against the bounds
+(tracekit.parsers.common.values) and its split lists turned into elements
+(tracekit.parsers.common.sizes). `CollectiveBuffer` turns rows into record batches of the table's
+declared schema (schemas/tables.toml), one column at a time.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from tracekit.parsers.common.groups import only_group
+from tracekit.parsers.common.sizes import splits_in_elements
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracekit.parsers.base import BatchSink, ProcessGroup
+    from tracekit.parsers.common.values import Checker
 
 # Collective rows are ~1 KB each in Python: a modest buffer keeps a parse's memory bounded.
 FLUSH_ROWS = 8_192
@@ -51,6 +54,13 @@ class CollectiveRow:
 
 
 ROW_COLUMNS = tuple(f.name for f in fields(CollectiveRow))
+
+
+def finished(row: CollectiveRow, checker: Checker, where: str | None) -> CollectiveRow:
+    """The row as it may be written: values out of bounds null (with a warning), splits in elements."""
+    checker.row(row, where)
+    splits_in_elements(row, checker, where)
+    return row
 
 
 def take_only_group(row: CollectiveRow, groups: list[ProcessGroup], inferred: list[str]) -> None:

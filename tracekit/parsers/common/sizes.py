@@ -1,19 +1,33 @@
 """Sizes: split lists and the unevenness of a collective.
 
-`in_splits`/`out_splits` are the elements a rank sends to / receives from each peer, as an
-all-to-all(v) records them: a list, or its text ('[4, 2, 5, 3]'; Kineto abbreviates long ones
-with '...', which is not the whole list and so is not read). `is_uneven` is True for the
-variable-split all-to-all and whenever a split list holds different values; False when the splits
-are known and equal, or the collective cannot be uneven; null when an all-to-all, all-gather,
-reduce-scatter, gather or scatter records nothing that tells.
+`in_splits`/`out_splits` are the elements a rank sends to / receives from each peer, read from an
+all-to-all(v)'s record: a list, or its text ('[4, 2, 5, 3]'; Kineto abbreviates long ones with
+'...', which is not the whole list and so is not read).
+
+PyTorch records split sizes as c10d takes them: sizes along dimension 0 of the tensor, not
+elements (`in_split_size`/`out_split_size`, the `input_split_sizes` argument, Kineto's
+"In split size"). For a 1-D tensor the two agree (the DLRM trace: sum(in_splits) == in_elems); for
+a tensor of rows they count rows (sample moe_alltoall: rows of 32, sum(splits) x 32 == in_elems).
+The rule (`splits_in_elements`): when sum(splits) divides the element count of its side exactly,
+the splits are multiplied by the quotient (the row width) and marked inferred if it is not 1; when
+it does not divide, or the element count is unknown, their unit cannot be told and they are null,
+with a warning. All-zero splits of an empty buffer stay as they are.
+
+`is_uneven` is True for the variable-split all-to-all and whenever a split list holds different
+values; False when the splits are known and equal, or the collective cannot be uneven; null when an
+all-to-all, all-gather, reduce-scatter, gather or scatter records nothing that tells. It does not
+depend on the unit of the splits, so it is told from them as recorded.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit.parsers.common.names import is_uneven_name
 from tracekit.parsers.common.values import COUNT, Checker, as_int
+
+if TYPE_CHECKING:
+    from tracekit.parsers.common.rows import CollectiveRow
 
 # Collectives whose per-peer sizes may differ; for the others "no splits" means even.
 SPLITTABLE_TYPES = frozenset({"ALL_TO_ALL", "ALL_GATHER", "REDUCE_SCATTER", "GATHER", "SCATTER"})
@@ -53,3 +67,23 @@ def split_sizes(value: Any, field: str, checker: Checker, where: str | None) -> 
         checker.note(field, "is not a list of split sizes", value, where)
         return None
     return checker.integers(items, field, COUNT, where)
+
+
+def splits_in_elements(row: CollectiveRow, checker: Checker, where: str | None) -> None:
+    """The row's split lists in elements, by the rule of the module docstring (after bounds checks)."""
+    for field, elems_field in (("in_splits", "in_elems"), ("out_splits", "out_elems")):
+        splits: list[int] | None = getattr(row, field)
+        if not splits:
+            continue
+        elems: int | None = getattr(row, elems_field)
+        total = sum(splits)
+        if elems is not None and total == elems:
+            continue
+        if elems is None or total == 0 or elems % total:
+            told = "no element count to tell their unit by" if elems is None else f"{elems_field} = {elems}"
+            checker.note(field, f"are neither elements nor rows of equal width ({told})", splits, where)
+            setattr(row, field, None)
+            continue
+        width = elems // total
+        setattr(row, field, [size * width for size in splits])
+        row.inferred = [*(row.inferred or []), field]

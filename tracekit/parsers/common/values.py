@@ -104,19 +104,38 @@ def as_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def elements(shape: list[Any]) -> int | None:
+    """The element count of a tensor shape: None when a dimension is no count (negative, not an
+    integer). Past COUNT's bound the product stops growing (MAX_COUNT + 1, which the row check
+    nulls), so that a shape of thousands of huge dimensions costs no giant multiplication."""
+    sizes = [as_int(d) for d in shape]
+    if any(size is None or size < 0 for size in sizes):
+        return None
+    if 0 in sizes:
+        return 0
+    total = 1
+    for size in sizes:
+        total = min(total * size, MAX_COUNT + 1)  # type: ignore[operator]
+    return total
+
+
 def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     """A short printable rendering of a bad value for a warning: escaped, at most `limit` chars.
 
-    Never renders more than it shows (a huge integer or list costs nothing), and escapes lone
-    surrogates and control characters, so the text is always writable as UTF-8.
+    Never renders more than it shows (a huge integer, a long or deeply nested list costs nothing),
+    and escapes lone surrogates and control characters, so the text is always writable as UTF-8.
     """
-    text = _render(value, limit)
+    text = _render(value, limit, _EXCERPT_DEPTH)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
 
 
-def _render(value: Any, limit: int) -> str:
+# Containers are rendered this deep, then as `…`: an excerpt shows the shape, not the contents.
+_EXCERPT_DEPTH = 4
+
+
+def _render(value: Any, limit: int, depth: int) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, float):
         return repr(value)
     if isinstance(value, int):
@@ -126,15 +145,25 @@ def _render(value: Any, limit: int) -> str:
         return repr(value[: limit + 1])  # repr escapes surrogates and control characters
     if isinstance(value, bytes):
         return repr(value[: limit + 1])
-    if isinstance(value, list | tuple):
-        inner = ", ".join(_render(v, limit) for v in value[:8])
-        more = ", …" if len(value) > 8 else ""
-        return f"[{inner}{more}]"
-    if isinstance(value, dict):
-        items = list(value.items())[:4]
-        inner = ", ".join(f"{_render(k, limit)}: {_render(v, limit)}" for k, v in items)
-        more = ", …" if len(value) > 4 else ""
-        return "{" + inner + more + "}"
+    if isinstance(value, list | tuple | dict):
+        if depth == 0:
+            return "[…]" if not isinstance(value, dict) else "{…}"
+        items = list(value.items())[:4] if isinstance(value, dict) else value[:8]
+        parts: list[str] = []
+        used = 0
+        for item in items:
+            if used > limit:
+                break
+            if isinstance(value, dict):
+                key, inner = item
+                part = f"{_render(key, limit, 0)}: {_render(inner, limit, depth - 1)}"
+            else:
+                part = _render(item, limit, depth - 1)
+            parts.append(part)
+            used += len(part) + 2
+        more = ", …" if len(value) > len(parts) else ""
+        inner_text = ", ".join(parts) + more
+        return "{" + inner_text + "}" if isinstance(value, dict) else f"[{inner_text}]"
     return f"<{type(value).__name__}>"
 
 

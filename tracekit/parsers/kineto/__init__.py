@@ -73,7 +73,8 @@ import math
 from typing import Any
 
 from tracekit.parsers.base import BatchSink, Source, TraceMeta
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
+from tracekit.parsers.common.limits import read_json_document
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import Checker
 from tracekit.parsers.kineto.decode import Event, decode, event_args, read_meta
 from tracekit.parsers.kineto.events import Spans, Unit, anchor_units, assign_kernels, classify, consume_c10d_ops
@@ -89,7 +90,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Kineto trace: ops (every complete event) and collectives (each one once)."""
     meta = TraceMeta(format=FORMAT)
     checker = Checker(meta)
-    data = source.read()
+    data = read_json_document(source)
     trace = decode(data, checker)
     del data
     events = trace.traceEvents or []
@@ -98,7 +99,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     _write_ops(events, complete, sink, checker)
     buffer = CollectiveBuffer(sink)
     for row in collective_rows(events, complete, Context(events, meta.process_groups, checker)):
-        buffer.append(checker.row(row, f"traceEvents[{row.op_id}]"))
+        buffer.append(finished(row, checker, f"traceEvents[{row.op_id}]"))
     buffer.flush()
     return meta
 

@@ -5,6 +5,7 @@ The whole document is decoded in one call into msgspec Structs (`Event`); only `
 the few events the collective logic needs. If a field has an unexpected type (a string `pid`, a
 numeric `name`, a string `ts`) the typed decode fails and a tolerant path re-reads the document
 untyped and coerces each event; a `ts`/`dur` that is no finite number is null, with a warning.
+A document nested deeper than msgspec can follow is a TraceError (tracekit.parsers.common.limits).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import msgspec
 
 from tracekit.parsers.base import TraceError, TraceMeta
 from tracekit.parsers.common.groups import read_process_groups
-from tracekit.parsers.common.values import RANK, SIZE, Checker, as_number
+from tracekit.parsers.common.limits import too_deep
+from tracekit.parsers.common.values import INT64, RANK, SIZE, Checker, as_number
 
 
 class Event(msgspec.Struct, gc=False):
@@ -49,19 +51,24 @@ _ANY_DECODER = msgspec.json.Decoder()
 _BYTE_AT = re.compile(r"\(byte (\d+)\)")
 
 
-def decode(data: bytes, checker: Checker) -> Trace:
+def decode(data: bytes | bytearray, checker: Checker) -> Trace:
     try:
         trace = _TRACE_DECODER.decode(data)
     except msgspec.ValidationError:
-        trace = _decode_tolerant(data, checker)
+        try:
+            trace = _decode_tolerant(data, checker)
+        except RecursionError:
+            raise too_deep() from None
     except msgspec.DecodeError as exc:
         raise _json_error(exc, data) from exc
+    except RecursionError:
+        raise too_deep() from None
     if trace.traceEvents is None:
         raise TraceError("no traceEvents list in the Kineto trace", "traceEvents")
     return trace
 
 
-def _json_error(exc: msgspec.DecodeError, data: bytes) -> TraceError:
+def _json_error(exc: msgspec.DecodeError, data: bytes | bytearray) -> TraceError:
     text = str(exc)
     match = _BYTE_AT.search(text)
     if match:
@@ -73,7 +80,7 @@ def _json_error(exc: msgspec.DecodeError, data: bytes) -> TraceError:
     return TraceError(f"invalid JSON: {_BYTE_AT.sub('', text).strip()}", where)
 
 
-def _decode_tolerant(data: bytes, checker: Checker) -> Trace:
+def _decode_tolerant(data: bytes | bytearray, checker: Checker) -> Trace:
     """Untyped decode, then coerce field by field."""
     try:
         doc = _ANY_DECODER.decode(data)
@@ -135,6 +142,8 @@ def event_args(ev: Event) -> dict[str, Any]:
         value = _ANY_DECODER.decode(raw)
     except msgspec.DecodeError:  # pragma: no cover - raw came out of a valid document
         return {}
+    except RecursionError:  # decoded as part of the document, but from deeper in the stack
+        raise too_deep() from None
     return value if isinstance(value, dict) else {}
 
 
@@ -146,6 +155,8 @@ def launch_correlation(ev: Event) -> int | None:
         return _LAUNCH_DECODER.decode(ev.args).correlation
     except msgspec.DecodeError:
         return None
+    except RecursionError:
+        raise too_deep() from None
 
 
 def read_meta(trace: Trace, meta: TraceMeta, checker: Checker) -> None:
@@ -160,22 +171,24 @@ def read_meta(trace: Trace, meta: TraceMeta, checker: Checker) -> None:
             value = _ANY_DECODER.decode(trace.distributedInfo)
         except msgspec.DecodeError:  # pragma: no cover
             value = None
+        except RecursionError:
+            raise too_deep() from None
         dist = value if isinstance(value, dict) else {}
     meta.rank = checker.integer(dist.get("rank"), "rank", RANK, "distributedInfo")
     meta.world_size = checker.integer(dist.get("world_size"), "world_size", SIZE, "distributedInfo")
     meta.process_groups = read_process_groups(dist.get("pg_config"), checker, "distributedInfo.pg_config")
-    meta.started_at = _started_at(trace, events)
+    base = checker.integer(trace.baseTimeNanoseconds, "baseTimeNanoseconds", INT64, "baseTimeNanoseconds")
+    meta.started_at = _started_at(base, events)
 
 
-def _started_at(trace: Trace, events: list[Event]) -> datetime | None:
-    """baseTimeNanoseconds (wall clock, ns) + the first complete event's ts (µs), UTC."""
-    base = trace.baseTimeNanoseconds
-    if base is None or isinstance(base, bool) or not math.isfinite(base):
+def _started_at(base: int | None, events: list[Event]) -> datetime | None:
+    """baseTimeNanoseconds (wall clock, ns, within int64) + the first complete event's ts (µs), UTC."""
+    if base is None:
         return None
     first = min((e.ts for e in events if e.ph == "X" and e.ts is not None), default=None)
     if first is None or not math.isfinite(first):
         return None
     try:
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(base) // 1000 + first)
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=base // 1000 + first)
     except (OverflowError, ValueError):
-        return None
+        return None  # beyond what datetime holds (year 1 to 9999)

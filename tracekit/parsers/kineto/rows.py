@@ -19,7 +19,7 @@ from tracekit.parsers.common.names import (
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_unnamed_group, peer_of_rank_arg
 from tracekit.parsers.common.rows import CollectiveRow, take_only_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
-from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int
+from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int, elements
 from tracekit.parsers.kineto import args as arg
 from tracekit.parsers.kineto.decode import Event, event_args
 from tracekit.parsers.kineto.events import Unit
@@ -248,7 +248,7 @@ def tensor_arg(dims: list[Any], types: list[Any], index: int) -> tuple[int | Non
             return None, None
         total = 0
         for d in shape:
-            n = _elems(d)
+            n = elements(d)
             if n is None:
                 return None, None
             total += n
@@ -256,17 +256,7 @@ def tensor_arg(dims: list[Any], types: list[Any], index: int) -> tuple[int | Non
     dtype = normalize_dtype(kind) if isinstance(kind, str) else None
     if dtype is None:
         return None, None
-    return _elems(shape), dtype
-
-
-def _elems(shape: list[Any]) -> int | None:
-    n = 1
-    for d in shape:
-        v = as_int(d)
-        if v is None or v < 0:
-            return None
-        n *= v
-    return n
+    return elements(shape), dtype
 
 
 def first_tensor(ev: Event, args: dict[str, Any] | None) -> tuple[int | None, str | None]:
@@ -278,7 +268,7 @@ def first_tensor(ev: Event, args: dict[str, Any] | None) -> tuple[int | None, st
     first, dtype = dims[0], normalize_dtype(types[0]) if isinstance(types[0], str) else None
     if dtype is None or not isinstance(first, list) or not first:
         return None, None
-    elems = _elems(first)
+    elems = elements(first)
     return (elems, dtype) if elems is not None else (None, None)
 
 

@@ -69,7 +69,7 @@ import gc
 from tracekit.parsers.base import BatchSink, Source, TableBuffer, TraceError, TraceMeta
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.names import PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer
+from tracekit.parsers.common.rows import CollectiveBuffer, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.parsers.pytorch_et.decode import load, started_at
 from tracekit.parsers.pytorch_et.nodes import KIND_ANNOTATION, KIND_RPC, Node
@@ -117,11 +117,12 @@ def _parse(source: Source, sink: BatchSink) -> TraceMeta:
             meta.process_groups = merge_groups(meta.process_groups, groups)
 
     rows = _rows(nodes, parents, meta, checker)
+    for r in rows:  # bounded before anything reads them: the world size comes from these rows
+        finished(r.row, checker, r.node.where)
     world_and_hint(meta, rows, checker)
     _write_ops(nodes, rows, pg_nodes, sink, checker)
     collectives = CollectiveBuffer(sink)
-    for r in rows:
-        collectives.append(checker.row(r.row, r.node.where))
+    collectives.extend([r.row for r in rows])
     collectives.flush()
     return meta
 

@@ -9,23 +9,25 @@ from typing import Any
 import msgspec
 
 from tracekit.parsers.base import Source, TraceError
+from tracekit.parsers.common.limits import read_json_document, too_deep
+from tracekit.parsers.common.values import excerpt
 
 _MALFORMED_BYTE = re.compile(r"\(byte (\d+)\)")
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # ExecutionTraceObserver's "%Y-%m-%d %X" in the C locale
 
 
-def _line_column(data: bytes, offset: int) -> str:
+def _line_column(data: bytes | bytearray, offset: int) -> str:
     offset = max(0, min(offset, len(data)))
     line = data.count(b"\n", 0, offset) + 1
     column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
     return f"line {line} column {column} (byte offset {offset})"
 
 
-def _decode(data: bytes) -> Any:
+def _decode(data: bytes | bytearray) -> Any:
     try:
         return msgspec.json.decode(data)
     except RecursionError:
-        raise TraceError("JSON nested too deeply", None) from None
+        raise too_deep() from None
     except msgspec.DecodeError as exc:
         text = str(exc)
         if "truncated" in text:
@@ -47,7 +49,7 @@ def _decode(data: bytes) -> Any:
 
 def load(source: Source) -> tuple[dict[str, Any], list[Any]]:
     """The top-level object and its `nodes` list; TraceError for anything that is not an ET."""
-    doc = _decode(source.read())
+    doc = _decode(read_json_document(source))
     if not isinstance(doc, dict):
         raise TraceError(f"not a PyTorch execution trace: top level is a JSON {type(doc).__name__}", "byte offset 0")
     nodes = doc.get("nodes")
@@ -56,7 +58,7 @@ def load(source: Source) -> tuple[dict[str, Any], list[Any]]:
         raise TraceError(f"not a PyTorch execution trace: {what}", "top-level object")
     schema = doc.get("schema")
     if schema is not None and not isinstance(schema, str):
-        raise TraceError(f"'schema' is {schema!r:.80}, not a string", "top-level object")
+        raise TraceError(f"'schema' is {excerpt(schema)}, not a string", "top-level object")
     return doc, nodes
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from tracekit.parsers.base import TraceError
+from tracekit.parsers.common.limits import MAX_WALK_DEPTH
 from tracekit.parsers.common.names import C10D_PREFIX, RECORD_PARAM_COMMS, is_backend_annotation, normalize_dtype
-from tracekit.parsers.common.values import Bound, Checker
+from tracekit.parsers.common.values import Bound, Checker, excerpt
 
 # record_param_comms attrs of schema >= 1.1.0 (they win over the positional inputs).
 COLLECTIVE_NAME = "collective_name"
@@ -61,7 +62,7 @@ class Node:
         self.index = index
         node_id = raw.get("id")
         if not is_int(node_id):
-            raise TraceError(f"node has no integer id (id = {node_id!r:.80})", f"nodes[{index}]")
+            raise TraceError(f"node has no integer id (id = {excerpt(node_id)})", f"nodes[{index}]")
         self.id: int = node_id
         name = raw.get("name", "")
         if not isinstance(name, str):
@@ -71,7 +72,7 @@ class Node:
         if isinstance(parent, list):  # tolerated: a list of parents; the first one is the tree parent
             parent = parent[0] if parent else None
         if parent is not None and not is_int(parent):
-            raise TraceError(f"node {node_id}: ctrl_deps/parent is {parent!r:.80}, not an integer id", self.where)
+            raise TraceError(f"node {node_id}: ctrl_deps/parent is {excerpt(parent)}, not an integer id", self.where)
         self.parent: int | None = None if parent == node_id else parent
 
     @property
@@ -95,7 +96,7 @@ class Node:
             raise ValueError(f"{side}: {len(values)} values but {len(types)} types")
         for t in types:
             if not isinstance(t, str):
-                raise TypeError(f"{side} type {t!r:.80} is not a string")
+                raise TypeError(f"{side} type {excerpt(t)} is not a string")
         return list(zip(values, types, strict=True))
 
     def inputs(self) -> list[tuple[Any, str]]:
@@ -114,7 +115,7 @@ class Node:
         out: dict[str, Any] = {}
         for attr in attrs:
             if not isinstance(attr, dict) or not isinstance(attr.get("name"), str):
-                raise TypeError(f"attr {attr!r:.80} has no name")
+                raise TypeError(f"attr {excerpt(attr)} has no name")
             out[attr["name"]] = attr.get("value")
         return out
 
@@ -178,7 +179,11 @@ def tensors(value: Any, type_name: str, found: list[tuple[int, int, str | None]]
     return _collect(value, dtype, dtypes, found)
 
 
-def _collect(value: Any, dtype: str | None, dtypes: list[str | None], out: list[tuple[int, int, str | None]]) -> Any:
+def _collect(
+    value: Any, dtype: str | None, dtypes: list[str | None], out: list[tuple[int, int, str | None]], depth: int = 0
+) -> Any:
+    if depth > MAX_WALK_DEPTH:  # tensor lists nest two or three levels: nothing down there is a tensor
+        return None
     if isinstance(value, list) and len(value) >= 5 and is_int(value[0]) and is_int(value[3]) and is_int(value[4]):
         # [tensor_id, storage_id, offset, numel, itemsize, device]
         if value[3] < 0 or value[4] < 0:
@@ -190,7 +195,7 @@ def _collect(value: Any, dtype: str | None, dtypes: list[str | None], out: list[
     bad = None
     if isinstance(value, list):
         for item in value:
-            bad = _collect(item, dtype, dtypes, out) or bad
+            bad = _collect(item, dtype, dtypes, out, depth + 1) or bad
     return bad
 
 
@@ -205,7 +210,7 @@ def sizes_of(pairs: list[tuple[Any, str]]) -> Sizes:
 
 def int_list(value: Any, what: str) -> list[int]:
     if not isinstance(value, list) or not all(is_int(v) for v in value):
-        raise TypeError(f"{what} is {value!r:.80}, not a list of integers")
+        raise TypeError(f"{what} is {excerpt(value)}, not a list of integers")
     return value
 
 
@@ -237,17 +242,17 @@ class RpcArgs:
             if type_name == "String":
                 if self.coll_name is None:
                     if not isinstance(value, str):
-                        raise TypeError(f"String input {value!r:.80} is not a string")
+                        raise TypeError(f"String input {excerpt(value)} is not a string")
                     self.coll_name = value
                 continue
             if type_name == "Int":
                 if not is_int(value):
-                    raise TypeError(f"Int input {value!r:.80} is not an integer")
+                    raise TypeError(f"Int input {excerpt(value)} is not an integer")
                 (after if self.coll_name is not None else before).append(value)
                 continue
             if type_name.startswith("Tuple[String"):
                 if not isinstance(value, list) or not value:
-                    raise TypeError(f"{type_name} input {value!r:.80} is not a tuple")
+                    raise TypeError(f"{type_name} input {excerpt(value)} is not a tuple")
                 self.pg_name = str(value[0]) if value[0] not in (None, "") else None
                 if len(value) > 1 and value[1] not in (None, ""):
                     self.pg_desc = str(value[1])

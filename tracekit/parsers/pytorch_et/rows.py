@@ -13,7 +13,7 @@ from tracekit.parsers.common.names import RECORD_PARAM_COMMS, c10d_stem, comm_ty
 from tracekit.parsers.common.peers import PEER_TYPES, ROOT_TYPES, arrow_peer, peer_in_unnamed_group, peer_of_rank_arg
 from tracekit.parsers.common.rows import CollectiveRow, take_only_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
-from tracekit.parsers.common.values import COUNT, RANK, SIZE, Checker
+from tracekit.parsers.common.values import COUNT, RANK, SIZE, Checker, excerpt
 from tracekit.parsers.pytorch_et import nodes as attr
 from tracekit.parsers.pytorch_et.nodes import (
     Node,
@@ -183,7 +183,7 @@ def c10d_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker, work
             int_lists.append((name, list(int_list(value, type_name))))
         elif type_name == "Int":
             if not is_int(value):
-                raise TypeError(f"Int input {value!r:.80} is not an integer")
+                raise TypeError(f"Int input {excerpt(value)} is not an integer")
             ints.append((name, value))
     ins = _note_bad(Sizes.of(in_tensors, in_bad), "in_elems", checker, where)
     outs = _note_bad(Sizes.of(out_tensors, out_bad), "out_elems", checker, where)
