@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError
-from tracekit.parquet_files import PARQUET_ONLY, sql_path
-from tracekit.schema import ROLLUPS, TABLES, arrow_schema
+from tracekit.schema import ROLLUPS, TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -40,10 +39,9 @@ class TraceDataset:
     def con(self) -> duckdb.DuckDBPyConnection:
         """The connection to the dataset as last committed, with every shipped query on it by name.
 
-        While a dataset is open here, ingest commits by renaming a new DuckDB file over the old one,
-        and an open connection keeps reading the file it opened: when the file has changed since, a
-        new connection is opened (the old one stays open for the relations that still use it).
-        Tables kept in Parquet only (`ops`) are views of the files the dataset holds when connecting.
+        Ingest commits by renaming a new DuckDB file over the old one, and an open connection keeps
+        reading the file it opened: when the file has changed since, a new connection is opened (the
+        old one stays open for the relations that still use it).
         """
         stamp = self._file_stamp()  # before connecting: a commit in between makes the next call reconnect
         if self._con is None or stamp != self._stamp:
@@ -71,19 +69,7 @@ class TraceDataset:
         path = str(self.dataset.db_path).replace("'", "''")
         con.execute(f"ATTACH '{path}' AS dataset (READ_ONLY)")
         con.execute("USE dataset")
-        for table in PARQUET_ONLY:
-            con.execute(f"CREATE TEMP VIEW {table} AS {self.parquet_source(con, table)}")
         return con
-
-    def parquet_source(self, con: duckdb.DuckDBPyConnection, table: str, catalog: str = "dataset") -> str:
-        """SQL reading a table kept in Parquet only, from the files the dataset (attached as `catalog`)
-        holds now."""
-        committed = {r[0] for r in con.execute(f"SELECT run_id FROM {catalog}.main.runs").fetchall()}
-        files = self.dataset.parquet_files(table, committed)
-        if files:
-            return "SELECT * FROM read_parquet([" + ", ".join(f"'{sql_path(f)}'" for f in files) + "])"
-        con.register(f"empty_{table}", arrow_schema(table).empty_table())
-        return f"SELECT * FROM empty_{table}"
 
     def _file_stamp(self) -> tuple[int, ...]:
         try:

@@ -34,16 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import interrupts
 from tracekit.errors import DatasetError
-from tracekit.parquet_files import (
-    APPENDED_TABLES,
-    PARQUET_ONLY,
-    Plan,
-    files_of,
-    relative_glob,
-    sql_path,
-    write_appended,
-    write_rewritten,
-)
+from tracekit.parquet_files import APPENDED_TABLES, Plan, sql_path, write_appended, write_rewritten
 from tracekit.schema import ROLLUPS, TABLES, arrow_schema, table_from_rows
 
 if TYPE_CHECKING:
@@ -142,25 +133,6 @@ class Dataset:
                 if plan["run_id"] in committed:
                     _apply(Plan(plan["moves"], plan.get("removals", [])))
             self.discard(staging)
-
-    def parquet_files(self, table: str, committed: set[str]) -> list[str]:
-        """The Parquet files holding `table` as committed, even before a run killed past its commit
-        has been finished by the next one: its files still in staging count, those it replaces do
-        not. `committed`: the run ids of the DuckDB file's `runs` table."""
-        files = {str(p) for p in (self.root / table).glob("*.parquet")}
-        folder = str(self.root / table)
-        for marker in sorted(self.staging_root.glob("*/COMMIT.json")) if self.staging_root.is_dir() else []:
-            try:
-                plan = json.loads(marker.read_text())
-            except (OSError, ValueError):
-                continue
-            if plan.get("run_id") not in committed:
-                continue
-            files -= set(plan.get("removals", []))
-            for src, dst in plan.get("moves", []):
-                if os.path.dirname(dst) == folder:
-                    files.add(src if os.path.exists(src) else dst)
-        return sorted(f for f in files if os.path.exists(f))
 
     def _committed_runs(self) -> set[str]:
         if not self.exists():
@@ -303,9 +275,8 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     plan = Plan()
     # A rollup table new to this dataset is filled for every job, not only those the run touches.
     stale = [r for r in ROLLUPS if not _has_table(con, r)]
+    _ops_view_to_table(con, root)
     for table in TABLES:
-        if table in PARQUET_ONLY:
-            continue
         con.register("empty_table", arrow_schema(table).empty_table())
         con.execute(f"CREATE TABLE IF NOT EXISTS d.{table} AS SELECT * FROM empty_table")
         _add_new_columns(con, table)
@@ -327,14 +298,30 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         if query is None:
             continue
         files = write_appended(con, table, query, changes.run_id, root, out, plan)
-        if files and table not in PARQUET_ONLY:
+        if files:
             con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [files])
-    for table in PARQUET_ONLY:
-        _store_parquet_view(con, table, root, out, plan)
     _store_queries(con)
     _refresh_rollups(con, stale)
     write_rewritten(con, "d", root, out, plan)
     return plan
+
+
+def _ops_view_to_table(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """Datasets written while `ops` was a view of its Parquet files (by a path relative to the folder,
+    which the DuckDB shell resolved against its own working folder) get the table back, filled from
+    those files."""
+    kinds = con.execute(
+        "SELECT table_type FROM information_schema.tables WHERE table_catalog = 'd' AND table_name = 'ops'"
+    ).fetchall()
+    if kinds != [("VIEW",)]:
+        return
+    con.execute("DROP VIEW d.ops")
+    files = sorted(str(p) for p in (root / "ops").glob("*.parquet"))
+    con.register("empty_table", arrow_schema("ops").empty_table())
+    con.execute("CREATE TABLE d.ops AS SELECT * FROM empty_table")
+    con.unregister("empty_table")
+    if files:
+        con.execute("INSERT INTO d.ops BY NAME SELECT * FROM read_parquet(?)", [files])
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -386,41 +373,6 @@ def _finished_rows(table: str, staged: list[str]) -> str | None:
         "LEFT JOIN new_process_groups g ON g.job_id = f.job_id AND g.pg_name = s.pg_name) "
         f"UNION ALL {linked}"
     )
-
-
-def _move_table_to_parquet(con: duckdb.DuckDBPyConnection, table: str, root: Path, out: Path, plan: Plan) -> None:
-    """An earlier version kept `table` in the DuckDB file as well as in Parquet: drop it from the file,
-    first writing it out whole when the Parquet files do not hold the same number of rows."""
-    held = files_of(root, table)
-    in_files = con.execute(f"SELECT count(*) FROM read_parquet({_sql_list(held)})").fetchone() if held else (0,)
-    in_table = con.execute(f"SELECT count(*) FROM d.{table}").fetchone()
-    if in_table != in_files:
-        target = out / table / "migrated.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(f"COPY d.{table} TO '{sql_path(target)}' (FORMAT parquet, COMPRESSION zstd)")
-        plan.moves.append((str(target), str(root / table / target.name)))
-        plan.removals += held
-    con.execute(f"DROP TABLE d.{table}")
-
-
-def _store_parquet_view(con: duckdb.DuckDBPyConnection, table: str, root: Path, out: Path, plan: Plan) -> None:
-    """`table` in the DuckDB file as a view of its Parquet files, by a path relative to the dataset
-    folder (so it reads them when the DuckDB shell runs there, wherever the folder was moved); a
-    table of an earlier version's dataset gives way to it (its rows are in the Parquet files too)."""
-    kinds = con.execute(
-        "SELECT table_type FROM information_schema.tables WHERE table_catalog = 'd' AND table_name = ?", [table]
-    ).fetchall()
-    if kinds and kinds[0][0] != "VIEW":
-        _move_table_to_parquet(con, table, root, out, plan)
-    if files_of(root, table) or files_of(out, table):
-        con.execute(f"SET file_search_path = '{sql_path(root)},{sql_path(out)}'")
-        source = f"read_parquet('{relative_glob(table)}')"
-    else:  # no file yet: the view has the table's columns and no rows
-        con.register(f"empty_{table}", arrow_schema(table).empty_table())
-        columns = ", ".join(f'NULL::{t} AS "{n}"' for n, t, *_ in con.execute(f"DESCRIBE empty_{table}").fetchall())
-        source = f"(SELECT {columns} WHERE false)"
-    con.execute(f"CREATE OR REPLACE VIEW d.{table} AS SELECT * FROM {source}")
-    con.execute("RESET file_search_path")
 
 
 def _sql_list(paths: list[str]) -> str:

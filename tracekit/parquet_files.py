@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 
 APPENDED_TABLES = ("collectives", "ops")
 REWRITTEN_TABLES = ("traces", "jobs", "process_groups", "runs")
-# Tables kept in Parquet only (the DuckDB file has a view of them): `ops`, every node or event of
-# every trace, is the largest table by far, no fleet question reads it, and zstd Parquet holds it in
-# a fraction of the space DuckDB needs (see the README's Performance section).
-PARQUET_ONLY = ("ops",)
 ORDER = {
     "collectives": "job_id, rank, trace_id, op_id",
     "ops": "job_id, rank, trace_id, op_id",
@@ -92,16 +88,6 @@ def write_appended(
         keep = written
     plan.moves += [(p, str(root / table / Path(p).name)) for p in keep]
     return written
-
-
-def files_of(root: Path, table: str) -> list[str]:
-    """The Parquet files holding `table` in the dataset at `root` (an appended table)."""
-    return sorted(str(p) for p in (root / table).glob("*.parquet"))
-
-
-def relative_glob(table: str) -> str:
-    """The files of `table`, relative to the dataset folder (for views stored in the DuckDB file)."""
-    return f"{table}/*.parquet"
 
 
 def sql_path(path: Path | str) -> str:

@@ -120,10 +120,10 @@ _DOC_HEADER = """\
 <!-- Generated from schemas/tables.toml by `make docs`; tests/test_schema.py keeps it in step. -->
 
 `tracekit ingest` writes these tables. They are the public contract that SQL is written
-against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name; `ops` there is a view
-of its Parquet files), in Parquet (`DATASET/<table>.parquet` for the small tables,
-`DATASET/<table>/*.parquet` for `ops` and `collectives`; the rollups are in the DuckDB file only),
-and from Python (`tracekit.open(DATASET).frame("collectives")`).
+against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name, wherever the folder
+is moved), in Parquet (`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/*.parquet`
+for `ops` and `collectives`; the rollups are in the DuckDB file only), and from Python
+(`tracekit.open(DATASET).frame("collectives")`).
 
 Conventions:
 - A column a format does not carry is **null**, never a guess. A value the tool derived rather

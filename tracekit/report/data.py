@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
-from tracekit.parquet_files import PARQUET_ONLY
 from tracekit.schema import ROLLUPS, TABLES
 
 if TYPE_CHECKING:
@@ -102,10 +101,7 @@ class ScopedDataset(TraceDataset):
             if table in ROLLUPS and table not in held:
                 continue  # an earlier version's dataset: computed from the scoped collectives instead
             where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
-            source = f"source.main.{table}"
-            if table in PARQUET_ONLY:
-                source = f"({self.parquet_source(con, table, 'source')})"
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}{where}")
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM source.main.{table}{where}")
         return con
 
 
