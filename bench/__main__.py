@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bench.fleet  # noqa: F401 - registers its stages
 import bench.tools  # noqa: F401 - registers its stages
-from bench.suite import STAGES, Context, print_rows
+from bench.suite import STAGES, Context, print_header, print_rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,10 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(workdir, args.quick, args.jobs or (10 if args.quick else 1000))
     print(f"tracekit bench: {platform.machine()}, {_cores()} cores, {_memory()}; work folder {workdir}")
     try:
-        rows = []
+        print_header()
         for name in chosen:
-            rows += STAGES[name].run(ctx)
-        print_rows(rows)
+            print_rows(STAGES[name].run(ctx))  # stage by stage: a long run shows what it has measured
     finally:
         if temporary:
             shutil.rmtree(workdir, ignore_errors=True)

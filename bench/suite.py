@@ -147,13 +147,16 @@ def ratio_row(
     return Row(stage_name, name, measure, amount, unit, baseline, baseline_name, ratio, of, target, met)
 
 
-def print_rows(rows: list[Row]) -> None:
+def print_header() -> None:
     header = (
         f"{'stage':14s} {'measure':34s} {'wall s':>8s} {'cpu s':>8s} {'peak MiB':>9s} {'throughput':>18s}  "
         f"{'baseline (same run)':30s} {'base cpu s':>10s} {'ratio':>13s}  target"
     )
     print(header)
-    print("-" * len(header))
+    print("-" * len(header), flush=True)
+
+
+def print_rows(rows: list[Row]) -> None:
     for r in rows:
         m = r.measure
         cpu = f"{m.cpu:8.2f}" if m.cpu else f"{'':8s}"

@@ -1,11 +1,15 @@
 """Stages folding in the older single-purpose scripts (each still runs alone: `python bench/bench_*.py`):
 the fleet generator against writing the same bytes, the replay decomposition against writing its
-flows. Timed in this process (their baselines are too)."""
+flows, timed in this process (their baselines are too); and the CLI's start-up, timed as whole
+processes."""
 
 from __future__ import annotations
 
 import resource
 import shutil
+import statistics
+import subprocess
+import sys
 import time
 
 from bench.suite import Context, Measure, Row, ratio_row, stage
@@ -68,3 +72,27 @@ def replay_stage(ctx: Context) -> list[Row]:
             of="wall",
         )
     ]
+
+
+@stage("startup", "`tracekit --help` against starting the interpreter alone (median of several runs)")
+def startup_stage(ctx: Context) -> list[Row]:
+    runs = 3 if ctx.quick else 9
+    helped = _median_run([sys.executable, "-m", "tracekit", "--help"], runs)
+    bare = _median_run([sys.executable, "-c", "pass"], runs)
+    row = ratio_row("startup", "tracekit --help", helped, bare, "python -c pass", of="wall")
+    row.target, row.met = "< 0.3 s", helped.wall < 0.3
+    return [row]
+
+
+def _median_run(command: list[str], runs: int) -> Measure:
+    """The median wall and CPU seconds of `command` run `runs` times, its largest peak memory."""
+    walls, cpus, peaks = [], [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        peaks.append(after.ru_maxrss / 1024)
+    return Measure(statistics.median(walls), statistics.median(cpus), max(peaks))
