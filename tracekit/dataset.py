@@ -341,10 +341,27 @@ def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
             con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM ({query})")
         else:
             con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
-            con.execute(
-                f"INSERT INTO d.{table} BY NAME SELECT * FROM ({query}) WHERE job_id IN (SELECT job_id FROM touched)"
-            )
+            with _touched_only(con, ("collectives", "jobs", *ROLLUPS)):
+                con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM ({query})")
     con.execute("USE memory")
+
+
+@contextmanager
+def _touched_only(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> Iterator[None]:
+    """The tables holding only the rows of the jobs the run touched, for the queries run meanwhile
+    (temporary views shadow the tables, inside the stored views that read them too): a rollup is
+    computed per job, and filtering its result instead would compute it for every job of the
+    dataset (5.5 s of the 15 s that adding one job to 30,000 took)."""
+    for table in tables:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {table} AS "
+            f"SELECT * FROM d.main.{table} WHERE job_id IN (SELECT job_id FROM touched)"
+        )
+    try:
+        yield
+    finally:
+        for table in tables:
+            con.execute(f"DROP VIEW IF EXISTS temp.main.{table}")
 
 
 def _finished_rows(table: str, staged: list[str]) -> str | None:
