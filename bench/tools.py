@@ -85,8 +85,9 @@ def startup_stage(ctx: Context) -> list[Row]:
 
 
 def _median_run(command: list[str], runs: int) -> Measure:
-    """The median wall and CPU seconds of `command` run `runs` times, its largest peak memory."""
-    walls, cpus, peaks = [], [], []
+    """The median wall and CPU seconds of `command` run `runs` times, and its peak memory (from one
+    more run in a process of its own: this one's children include earlier stages' probes)."""
+    walls, cpus = [], []
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -94,5 +95,13 @@ def _median_run(command: list[str], runs: int) -> Measure:
         walls.append(time.perf_counter() - started)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        peaks.append(after.ru_maxrss / 1024)
-    return Measure(statistics.median(walls), statistics.median(cpus), max(peaks))
+    peak = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_CHILD, *command], check=True, capture_output=True, text=True
+    ).stdout.split()[-1]
+    return Measure(statistics.median(walls), statistics.median(cpus), int(peak) / 1024)
+
+
+_PEAK_OF_CHILD = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
