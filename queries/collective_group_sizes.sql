@@ -10,12 +10,12 @@ select
     j.world_size,
     c.op_name,
     c.comm_type,
-    count(*) as calls,
+    cast(sum(c.calls) as bigint) as calls,
     min(c.group_size) as min_group_size,
     max(c.group_size) as max_group_size,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    cast(sum(c.calls::hugeint * c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes
-from collective_wire_bytes c
+from collective_sizes c
 join jobs j using (job_id)
 group by all
 order by c.job_id, c.op_name;

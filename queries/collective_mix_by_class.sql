@@ -9,12 +9,12 @@ select
     k.class,
     c.comm_type,
     count(distinct c.job_id) as jobs,
-    count(*) as calls,
-    count(*) / sum(count(*)) over (partition by k.class) as share,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    cast(sum(c.calls) as bigint) as calls,
+    sum(c.calls) / sum(sum(c.calls)) over (partition by k.class) as share,
+    cast(sum(c.calls::hugeint * c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (partition by k.class), 0), 0) as wire_share
-from collective_wire_bytes c
+from collective_sizes c
 join job_class k using (job_id)
 group by 1, 2
 order by class, comm_type;

@@ -26,13 +26,13 @@ r as (
 ),
 c as (
     select
-        count(*) as calls,
-        cast(coalesce(sum(in_bytes), 0) as bigint) as in_bytes,
+        cast(coalesce(sum(calls), 0) as bigint) as calls,
+        cast(coalesce(sum(calls::hugeint * in_bytes), 0) as bigint) as in_bytes,
         coalesce(sum(wire_bytes), 0) as wire_bytes,
-        avg(case when group_size is not null then 1.0 else 0.0 end) as group_size_known_share,
-        avg(case when in_elems is not null then 1.0 else 0.0 end) as elems_known_share,
-        avg(case when duration_us > 0 then 1.0 else 0.0 end) as timed_share
-    from collective_wire_bytes
+        coalesce(sum(calls) filter (where group_size is not null), 0) / sum(calls) as group_size_known_share,
+        coalesce(sum(calls) filter (where in_elems is not null), 0) / sum(calls) as elems_known_share,
+        coalesce(sum(calls) filter (where timed), 0) / sum(calls) as timed_share
+    from collective_sizes
 )
 select
     j.jobs,

@@ -9,11 +9,11 @@ select
     k.job_gpus,
     c.group_size,
     count(distinct c.job_id) as jobs,
-    count(*) as calls,
-    count(*) / sum(count(*)) over () as share,
+    cast(sum(c.calls) as bigint) as calls,
+    sum(c.calls) / sum(sum(c.calls)) over () as share,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (), 0), 0) as wire_share
-from collective_wire_bytes c
+from collective_sizes c
 join job_class k using (job_id)
 where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
 group by all

@@ -27,19 +27,39 @@ job_stats as (
     from dated
     group by period
 ),
-call_stats as (
-    select
-        d.period,
-        count(*) as calls,
-        avg(c.group_size) as mean_group_size,
-        sum(c.group_size * c.wire_bytes) / nullif(sum(c.wire_bytes), 0) as byte_weighted_group_size,
-        quantile_disc(c.group_size, 0.9) as p90_group_size,
-        max(c.group_size) as max_group_size,
-        avg(case when c.group_size <= 128 then 1.0 else 0.0 end) as share_calls_le_128
-    from collective_wire_bytes c
+calls as (
+    select d.period, c.group_size, c.calls, c.wire_bytes
+    from collective_sizes c
     join dated d using (job_id)
     where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
-    group by d.period
+),
+-- the calls of each group size, those up to it, and all of the period's: quantile_disc over the calls
+group_calls as (
+    select
+        period,
+        group_size,
+        sum(sum(calls)) over (partition by period order by group_size) as up_to,
+        sum(sum(calls)) over (partition by period) as period_calls
+    from calls
+    group by period, group_size
+),
+p90 as (
+    select period, min(group_size) filter (where up_to >= ceil(0.9::double * period_calls)) as p90_group_size
+    from group_calls
+    group by period
+),
+call_stats as (
+    select
+        k.period,
+        cast(sum(k.calls) as bigint) as calls,
+        sum(k.calls::hugeint * k.group_size) / sum(k.calls) as mean_group_size,
+        sum(k.group_size * k.wire_bytes) / nullif(sum(k.wire_bytes), 0) as byte_weighted_group_size,
+        any_value(p.p90_group_size) as p90_group_size,
+        max(k.group_size) as max_group_size,
+        coalesce(sum(k.calls) filter (where k.group_size <= 128), 0) / sum(k.calls) as share_calls_le_128
+    from calls k
+    join p90 p using (period)
+    group by k.period
 )
 select
     s.period,

@@ -7,9 +7,9 @@
 with per_job as (
     select
         c.job_id,
-        avg(log2(c.group_size)) as log2_group,
+        sum(c.calls * log2(c.group_size)) / sum(c.calls) as log2_group,
         max(c.group_size) as max_group
-    from collectives c
+    from collective_sizes c
     where c.group_size is not null
     group by c.job_id
 )

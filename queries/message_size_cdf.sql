@@ -7,13 +7,13 @@
 --          log2_bin, size_lo (2^log2_bin), size_hi (2^(log2_bin+1)), calls (all ranks), share,
 --          cum_share (share of the group's calls smaller than size_hi), wire_bytes
 with sized as (
-    select k.class, k.model, c.comm_type, 'bytes' as unit, c.in_bytes as size, c.wire_bytes
-    from collective_wire_bytes c
+    select k.class, k.model, c.comm_type, 'bytes' as unit, c.in_bytes as size, c.calls, c.wire_bytes
+    from collective_sizes c
     join job_class k using (job_id)
     where c.in_bytes > 0
     union all
-    select k.class, k.model, c.comm_type, 'elements' as unit, c.in_elems as size, c.wire_bytes
-    from collective_wire_bytes c
+    select k.class, k.model, c.comm_type, 'elements' as unit, c.in_elems as size, c.calls, c.wire_bytes
+    from collective_sizes c
     join job_class k using (job_id)
     where c.in_elems > 0
 ),
@@ -24,7 +24,7 @@ binned as (
         comm_type,
         unit,
         cast(floor(log2(size)) as integer) as log2_bin,
-        count(*) as calls,
+        cast(sum(calls) as bigint) as calls,
         sum(wire_bytes) as wire_bytes
     from sized
     group by all

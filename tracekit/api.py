@@ -10,13 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError
-from tracekit.schema import TABLES
+from tracekit.schema import ROLLUPS, TABLES
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
 __all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open"]
+
+# Whether the connection's current database has a table or view of this name.
+_HAS_TABLE = (
+    "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ? "
+    "UNION ALL SELECT 1 FROM duckdb_views() WHERE database_name = current_database() AND view_name = ?"
+)
 
 
 class TraceDataset:
@@ -39,9 +45,14 @@ class TraceDataset:
         """
         stamp = self._file_stamp()  # before connecting: a commit in between makes the next call reconnect
         if self._con is None or stamp != self._stamp:
-            from tracekit.queries import catalog_statements
+            from tracekit.queries import catalog_statement, catalog_statements, rollup_query
 
             con = self._connect()
+            missing = [r for r in ROLLUPS if not con.execute(_HAS_TABLE, [r, r]).fetchall()]
+            if missing:  # a dataset of an earlier version has no rollup tables: views compute them
+                con.execute(catalog_statement("collective_wire_bytes", temp=True))
+                for rollup in missing:
+                    con.execute(f"CREATE TEMP VIEW {rollup} AS {rollup_query(rollup)}")
             # Temporary, so they shadow the copies stored in the file, which may be older.
             for statement in catalog_statements(temp=True):
                 con.execute(statement)

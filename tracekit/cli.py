@@ -98,6 +98,14 @@ def ingest(
     workers: Annotated[
         int | None, typer.Option(help="Parser processes (default: CPU count, at most 4).", metavar="N")
     ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where files are parsed: local (a process pool, the default), dask-local (a Dask cluster on "
+            "this machine), or dask://HOST:PORT (a Dask scheduler's workers; pip install 'tracekit[dask]').",
+            metavar="WHERE",
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a job lacks ranks, too.")] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary; errors and warnings only.")
@@ -121,7 +129,16 @@ def ingest(
     console = Console(stderr=True)
     try:
         with _progress(console, quiet) as progress:
-            report = run_ingest(paths, out, job=job, label=label, manifest=manifest, workers=workers, progress=progress)
+            report = run_ingest(
+                paths,
+                out,
+                job=job,
+                label=label,
+                manifest=manifest,
+                workers=workers,
+                executor=executor,
+                progress=progress,
+            )
         if not quiet:
             _summary(console, report)
         else:

@@ -132,6 +132,11 @@ def catalog_statements(temp: bool = False) -> list[str]:
     return [catalog_statement(name, temp) for name in catalog_order()]
 
 
+def rollup_query(name: str) -> str:
+    """The SELECT of queries/rollups/<name>.sql, which computes the rollup table `name` from collectives."""
+    return _body(name, "rollups")
+
+
 def query_call(name: str, params: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """SQL selecting from the stored query `name`, and its bound parameters (checked against the header)."""
     if name not in query_names():

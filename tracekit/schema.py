@@ -12,7 +12,20 @@ from tracekit.resources import resource_dir
 if TYPE_CHECKING:
     import pyarrow as pa
 
-TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
+TABLES = (
+    "traces",
+    "jobs",
+    "process_groups",
+    "collectives",
+    "ops",
+    "runs",
+    "collective_sizes",
+    "collective_ranks",
+    "job_classes",
+)
+# Tables derived by queries/rollups/<name>.sql, kept in step by every ingest for the jobs it touches;
+# in this order (each may read those before it).
+ROLLUPS = ("collective_sizes", "collective_ranks", "job_classes")
 
 COMM_TYPES = (
     "ALL_REDUCE",
@@ -107,9 +120,10 @@ _DOC_HEADER = """\
 <!-- Generated from schemas/tables.toml by `make docs`; tests/test_schema.py keeps it in step. -->
 
 `tracekit ingest` writes these tables. They are the public contract that SQL is written
-against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name), in Parquet
-(`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/run-*.parquet` for `ops` and
-`collectives`), and from Python (`tracekit.open(DATASET).frame("collectives")`).
+against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name, wherever the folder
+is moved), in Parquet (`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/*.parquet`
+for `ops` and `collectives`; the rollups are in the DuckDB file only), and from Python
+(`tracekit.open(DATASET).frame("collectives")`).
 
 Conventions:
 - A column a format does not carry is **null**, never a guess. A value the tool derived rather

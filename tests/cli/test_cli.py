@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import et_bytes, write_et_job
+from tracekit.schema import TABLES
 
 DUCKDB = shutil.which("duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
@@ -85,6 +86,17 @@ def test_the_real_duckdb_shell_reads_the_dataset_after_it_is_moved(tmp_path: Pat
     )
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.split() == ["comm_type,count_star()", "ALL_REDUCE,4", "BROADCAST,4"]
+    # Every table, ops too (the largest), from a working folder that is not the dataset's.
+    counts = " union all ".join(f"select '{t}', count(*) from {t}" for t in TABLES)
+    shell = subprocess.run(
+        [DUCKDB, "-csv", "-noheader", str(tmp_path / "moved" / "tracekit.duckdb"), "-c", counts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path / "in",
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert dict(line.split(",") for line in shell.stdout.split())["ops"] == "16"
 
 
 def test_python_dash_m_and_console_script_agree() -> None:

@@ -102,18 +102,25 @@ def test_a_crash_between_commit_and_parquet_moves_is_finished_by_the_next_run(
     assert _parquet_rows(tmp_path / "ds", "collectives") == committed[1]
 
 
-def test_a_crash_before_commit_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reader", [False, True], ids=["in-place", "copy"])
+def test_a_crash_just_before_the_commit_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: bool
+) -> None:
+    """Whether the run writes the DuckDB file in place or (while a reader has it open) a copy of it."""
     _fleet(tmp_path / "in", 1, 2)
     ingest([tmp_path / "in"], tmp_path / "ds")
     before = _state(tmp_path / "ds")
     _fleet(tmp_path / "more", 1, 2)
 
-    def crash(*args: object) -> None:
+    def crash(*args: object) -> None:  # the last step before the commit: the run's plan made durable
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracekit.dataset.os, "replace", crash)
-    with pytest.raises(KeyboardInterrupt):
-        ingest([tmp_path / "more"], tmp_path / "ds")
+    monkeypatch.setattr(tracekit.dataset, "_fsync", crash)
+    with tracekit.open(tmp_path / "ds") as held:
+        if reader:
+            held.sql("select count(*) from jobs").fetchall()  # the file is open here while the run writes
+        with pytest.raises(KeyboardInterrupt):
+            ingest([tmp_path / "more"], tmp_path / "ds")
     monkeypatch.undo()
     assert _state(tmp_path / "ds") == before
     ingest([tmp_path / "in"], tmp_path / "ds")  # recovery discards the uncommitted staging

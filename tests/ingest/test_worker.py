@@ -9,21 +9,22 @@ import pytest
 
 import tracekit.ingest.worker as worker
 from tests.builders import et_bytes
-from tracekit.ingest.worker import Task, parse_batch
+from tracekit.ingest.worker import SEQ_COLUMN, Batch, Task, parse_batch
 
 
-def _task(tmp_path: Path, name: str, data: bytes) -> Task:
+def _task(tmp_path: Path, name: str, data: bytes, seq: int) -> Task:
     path = tmp_path / "in" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return Task("job", str(path), name, str(path), None, str(tmp_path / "staging"))
+    return Task("job", str(path), name, str(path), None, seq)
 
 
-def _staged_rows(tmp_path: Path, table: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def _staged_rows(tmp_path: Path, table: str) -> dict[int, int]:
+    """Staged rows by the seq of the file they come from."""
+    counts: dict[int, int] = {}
     for path in (tmp_path / "staging" / table).glob("*.parquet"):
-        for trace_id in pq.read_table(path, columns=["trace_id"]).column("trace_id").to_pylist():
-            counts[trace_id] = counts.get(trace_id, 0) + 1
+        for seq in pq.read_table(path, columns=[SEQ_COLUMN]).column(SEQ_COLUMN).to_pylist():
+            counts[seq] = counts.get(seq, 0) + 1
     return counts
 
 
@@ -34,15 +35,53 @@ def test_failed_files_add_no_rows_whether_buffered_or_spilled(
     monkeypatch.setattr(worker, "SPILL_ROWS", spill_rows)
     big = et_bytes([("ALL_REDUCE", 64)] * 35_000)  # 70,000 nodes: past the parser's first ops batch
     tasks = [
-        _task(tmp_path, "t.0.et", big),
-        _task(tmp_path, "t.1.et", big[:-5]),  # fails at its last record, after rows were handed over
-        _task(tmp_path, "t.2.et", et_bytes([("ALL_GATHER", 8)])),
+        _task(tmp_path, "t.0.et", big, 10),
+        _task(tmp_path, "t.1.et", big[:-5], 11),  # fails at its last record, after rows were handed over
+        _task(tmp_path, "t.2.et", et_bytes([("ALL_GATHER", 8)]), 12),
     ]
-    results = parse_batch(tasks)
+    results = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
     assert [r.error is None for r in results] == [True, False, True]
-    ops = _staged_rows(tmp_path, "ops")
-    assert ops == {results[0].trace_id: 70_000, results[2].trace_id: 2}
-    assert _staged_rows(tmp_path, "collectives") == {results[0].trace_id: 35_000, results[2].trace_id: 1}
+    assert _staged_rows(tmp_path, "ops") == {10: 70_000, 12: 2}
+    assert _staged_rows(tmp_path, "collectives") == {10: 35_000, 12: 1}
     files = {p.name for p in (tmp_path / "staging" / "ops").glob("*.parquet")}
     # Small traces share the batch's file; a spilled one has its own.
     assert len(files) == (1 if spill_rows > 70_000 else 2)
+
+
+def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format module with `parse_many` gets the batch's files of its format in one call; its rows,
+    named by file, land as if each file had been parsed alone, and a failed file adds none."""
+    import pyarrow as pa
+
+    import tracekit.parsers.chakra_et as chakra_et
+    from tracekit.parsers.base import MemorySink, Source, TraceError, TraceMeta
+
+    calls: list[int] = []
+
+    def parse_many(sources: list[Source], sink: worker.FilesSink) -> list[TraceMeta | TraceError]:
+        calls.append(len(sources))
+        outcomes: list[TraceMeta | TraceError] = []
+        for index, source in enumerate(sources):
+            one = MemorySink()
+            try:
+                outcomes.append(chakra_et.parse(source, one))
+            except TraceError as exc:
+                outcomes.append(exc)
+            for table, batches in one.batches.items():
+                for batch in batches:
+                    sink.write(table, batch, pa.array([index] * batch.num_rows, pa.int32()))
+        return outcomes
+
+    tasks = [
+        _task(tmp_path, "t.0.et", et_bytes([("ALL_REDUCE", 64)] * 3), 0),
+        _task(tmp_path, "t.1.et", et_bytes([("ALL_REDUCE", 64)])[:-2], 1),  # truncated: fails
+        _task(tmp_path, "t.2.et", et_bytes([("ALL_GATHER", 8)]), 2),
+    ]
+    monkeypatch.setattr(chakra_et, "parse_many", parse_many, raising=False)
+    results = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
+    assert calls == [3]
+    assert [r.error is None for r in results] == [True, False, True]
+    assert "truncated" in (results[1].error or "")
+    assert _staged_rows(tmp_path, "ops") == {0: 6, 2: 2}
+    assert _staged_rows(tmp_path, "collectives") == {0: 3, 2: 1}
+    assert results[0].meta is not None and results[0].meta.node_count == 6

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -79,23 +80,37 @@ class ManifestEntry:
 class Manifest:
     path: Path
     entries: list[ManifestEntry] = field(default_factory=list)
-    _by_target: dict[Path, ManifestEntry] = field(default_factory=dict, repr=False)
+    _by_target: dict[str, ManifestEntry] = field(default_factory=dict, repr=False)
+    # The entry each folder's files fall under (None: none), found once per folder.
+    _by_folder: dict[str, ManifestEntry | None] = field(default_factory=dict, repr=False)
 
     def add(self, entry: ManifestEntry) -> None:
         self.entries.append(entry)
-        self._by_target[entry.target] = entry
+        self._by_target[str(entry.target)] = entry
 
-    def job_for(self, file: Path) -> JobInfo | None:
-        """The job of the most specific entry naming `file` or a folder above it.
+    def job_for(self, file: Path | str) -> JobInfo | None:
+        """The job of the most specific entry naming `file` (a resolved path) or a folder above it.
 
-        A walk up the file's own path, so a fleet manifest of many jobs costs the same per file.
+        A walk up the file's own path, done once per folder, so a fleet manifest of many jobs costs
+        the same per file.
         """
-        for candidate in (file, *file.parents):
-            entry = self._by_target.get(candidate)
-            if entry is not None:
-                entry.matched = True
-                return entry.job
-        return None
+        path = str(file)
+        entry = self._by_target.get(path)
+        if entry is None:
+            entry = self._folder_entry(os.path.dirname(path))
+        if entry is None:
+            return None
+        entry.matched = True
+        return entry.job
+
+    def _folder_entry(self, folder: str) -> ManifestEntry | None:
+        if folder not in self._by_folder:
+            entry = self._by_target.get(folder)
+            parent = os.path.dirname(folder)
+            if entry is None and parent != folder:
+                entry = self._folder_entry(parent)
+            self._by_folder[folder] = entry
+        return self._by_folder[folder]
 
 
 @dataclass
@@ -177,7 +192,7 @@ def discover(
     found = Discovery()
     explicit = read_manifest(manifest) if manifest else None
     manifests = [explicit] if explicit else []
-    seen: set[tuple[Path, str | None]] = set()
+    seen: set[tuple[str, str | None]] = set()
     roots = list(paths)
     for root in roots:
         if not root.exists():
@@ -185,16 +200,9 @@ def discover(
             continue
         resolved = root.resolve()
         if root.is_dir():
-            files = sorted(p for p in root.rglob("*") if p.is_file())
-            local = {p.parent: read_manifest(p) for p in files if p.name == MANIFEST_NAME}
-            manifests += [m for m in local.values() if explicit is None]
-            for file in files:
-                if not looks_like_trace(file.name):
-                    continue
-                chosen = explicit or _nearest(local, file, root)
-                relative = file.relative_to(root)
-                where = Where(file, resolved / relative, relative.parts[:-1], resolved.name)
-                _add(found, seen, where, _job_for(where, job, label, chosen))
+            walk = _FolderWalk(root, resolved, job, label, explicit, found, seen)
+            walk.folder(str(resolved), (), explicit)
+            manifests += [m for _, m in sorted(walk.manifests, key=lambda km: km[0])]
         else:
             where = Where(root, resolved, (), resolved.parent.name)
             _add(found, seen, where, _job_for(where, job, label, explicit))
@@ -212,22 +220,70 @@ class Where:
     top: str
 
 
-def _add(found: Discovery, seen: set[tuple[Path, str | None]], where: Where, job: JobInfo) -> None:
+class _FolderWalk:
+    """The files under one folder given to `discover`, in the order of their sorted paths.
+
+    A depth-first walk with each folder's entries sorted by name gives the files in the order that
+    sorting their paths would (component by component), without sorting them all at the end; the
+    job of a folder's files is worked out once per folder. Symbolic links to files are followed,
+    links to folders are not (as `Path.rglob` does).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        resolved: Path,
+        job: str | None,
+        label: str | None,
+        explicit: Manifest | None,
+        found: Discovery,
+        seen: set[tuple[str, str | None]],
+    ) -> None:
+        self.root = root
+        # Paths below the root are shown as `root / parts` shows them ("a/b.et" under ".").
+        self.prefix = "" if str(root) == "." else os.path.join(str(root), "")
+        self.top = resolved.name
+        self.job = job
+        self.label = label
+        self.explicit = explicit
+        self.found = found
+        self.seen = seen
+        # Manifests found below the root, each with its file's path parts (the order they sort in).
+        self.manifests: list[tuple[tuple[str, ...], Manifest]] = []
+
+    def folder(self, resolved: str, parts: tuple[str, ...], manifest: Manifest | None) -> None:
+        given = self.prefix + "/".join(parts) if parts else str(self.root)
+        try:
+            with os.scandir(given) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            return  # unreadable folders are skipped, as Path.rglob skips them
+        if any(e.name == MANIFEST_NAME and e.is_file() for e in entries):
+            local = read_manifest(Path(given) / MANIFEST_NAME)  # read (and checked) even under --manifest
+            if self.explicit is None:
+                manifest = local
+                self.manifests.append(((*parts, MANIFEST_NAME), local))
+        folder_job: JobInfo | None = None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                self.folder(os.path.join(resolved, entry.name), (*parts, entry.name), manifest)
+            elif looks_like_trace(entry.name) and entry.is_file():
+                display = self.prefix + "/".join((*parts, entry.name))
+                where = Where(Path(display), Path(os.path.join(resolved, entry.name)), parts, self.top)
+                if manifest is not None or is_archive(entry.name) or self.job:
+                    _add(self.found, self.seen, where, _job_for(where, self.job, self.label, manifest))
+                    continue
+                if folder_job is None:
+                    folder_job = _job_for(where, None, self.label, None)
+                _add(self.found, self.seen, where, folder_job)
+
+
+def _add(found: Discovery, seen: set[tuple[str, str | None]], where: Where, job: JobInfo) -> None:
     for item in _expand(where.given, job):
-        key = (where.resolved, item.member)
+        key = (str(where.resolved), item.member)
         if key not in seen:
             seen.add(key)
             found.files.append(item)
-
-
-def _nearest(manifests: dict[Path, Manifest], file: Path, root: Path) -> Manifest | None:
-    """The manifest in the closest folder above `file`, up to `root`."""
-    for folder in file.parents:
-        if folder in manifests:
-            return manifests[folder]
-        if folder == root:
-            break
-    return None
 
 
 def _unmatched(manifests: list[Manifest], roots: list[Path]) -> list[str]:

@@ -51,7 +51,28 @@ class JobResult:
     traces: list[dict[str, Any]] = field(default_factory=list)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
     job: dict[str, Any] = field(default_factory=dict)
+    # How the commit fills the staged rows of each file read well (see `StagedFile`) ...
+    files: list[StagedFile] = field(default_factory=list)
+    # ... except the collectives of a job whose host and device traces are linked: finished here.
     collectives: pa.Table | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StagedFile:
+    """What the commit needs to turn a file's staged rows into dataset rows.
+
+    `group_size_without_pg`: the group size of a collective that names no process group and records
+    no size (ASTRA-sim's reading of a Chakra collective with no process group: all ranks of the
+    world); null for other formats. `collectives_staged`: False when this file's collectives are
+    in `JobResult.collectives` instead.
+    """
+
+    seq: int
+    trace_id: str
+    job_id: str
+    rank: int | None
+    group_size_without_pg: int | None
+    collectives_staged: bool
 
 
 @dataclass(frozen=True)
@@ -222,8 +243,28 @@ def finish_job(
         "missing_ranks": missing,
         "inferred": inferred_job,
     }
-    result.collectives = _job_collectives(info.job_id, parsed, new_rows, groups, world_size)
+    link = _links_host_and_device(parsed)
+    result.files = [
+        StagedFile(
+            p.seq,
+            p.trace_id,
+            row["job_id"],
+            row["rank"],
+            world_size if p.format == "chakra_et" else None,
+            not link,
+        )
+        for p, row in zip(parsed, new_rows, strict=True)
+        if row["status"] == "ok"
+    ]
+    if link:
+        result.collectives = _linked_collectives(info.job_id, parsed, new_rows, groups, world_size)
     return result
+
+
+def _links_host_and_device(parsed: list[ParsedFile]) -> bool:
+    """The job holds host (PyTorch ET) and device (Kineto) traces: its collectives may be linked."""
+    formats = {p.format for p in parsed if p.error is None}
+    return "pytorch_et" in formats and "kineto" in formats
 
 
 def missing_ranges(seen: list[int], world_size: int) -> str:
@@ -258,39 +299,41 @@ def _complete_groups(groups: dict[str, dict[str, Any]], world_size: int | None) 
         group["inferred"] = sorted(set(inferred))
 
 
-def _job_collectives(
+def _linked_collectives(
     job_id: str,
     parsed: list[ParsedFile],
     rows: list[dict[str, Any]],
     groups: dict[str, dict[str, Any]],
     world_size: int | None,
 ) -> pa.Table | None:
+    """The job's collectives as dataset rows, host and device traces of a rank linked into one."""
     import polars as pl
 
+    from tracekit.ingest.worker import SEQ_COLUMN
     from tracekit.schema import arrow_schema
 
-    staged = [
-        (p.staged["collectives"], p.trace_id, row["rank"], p.format)
-        for p, row in zip(parsed, rows, strict=True)
-        if "collectives" in p.staged and row["status"] == "ok"
-    ]
-    if not staged:
+    ok = [(p, row) for p, row in zip(parsed, rows, strict=True) if row["status"] == "ok"]
+    paths = list(dict.fromkeys(path for p, _ in ok for path in p.staged.get("collectives", [])))
+    if not paths:
         return None
-    paths, trace_ids, ranks, formats = (list(column) for column in zip(*staged, strict=True))
-    paths = list(dict.fromkeys(paths))  # traces of one batch share their staged files
     per_trace = pl.DataFrame(
-        {"trace_id": trace_ids, "_rank": ranks, "_chakra": [f == "chakra_et" for f in formats]},
-        schema={"trace_id": pl.String, "_rank": pl.Int32, "_chakra": pl.Boolean},
+        {
+            SEQ_COLUMN: [p.seq for p, _ in ok],
+            "trace_id": [p.trace_id for p, _ in ok],
+            "rank": [row["rank"] for _, row in ok],
+            "_chakra": [p.format == "chakra_et" for p, _ in ok],
+        },
+        schema={SEQ_COLUMN: pl.Int64, "trace_id": pl.String, "rank": pl.Int32, "_chakra": pl.Boolean},
     )
-    # One read for the whole job: per-file reads dominate ingest time for fleets of small traces.
     frame = (
-        pl.read_parquet(paths)
-        .join(per_trace, on="trace_id", how="inner")
-        .with_columns(pl.lit(job_id).alias("job_id"), pl.col("_rank").alias("rank"))
+        pl.read_parquet(paths).join(per_trace, on=SEQ_COLUMN, how="inner").with_columns(pl.lit(job_id).alias("job_id"))
     )
-    frame = _fill_group_size(frame, groups, world_size).drop("_rank", "_chakra")
-    merged = link_host_and_device(frame, dict(zip(trace_ids, formats, strict=True)))
-    return merged.to_arrow().cast(arrow_schema("collectives"))
+    if frame.is_empty():
+        return None
+    frame = _fill_group_size(frame, groups, world_size).drop("_chakra", SEQ_COLUMN)
+    merged = link_host_and_device(frame, {p.trace_id: p.format for p, _ in ok})
+    schema = arrow_schema("collectives")
+    return merged.select(schema.names).to_arrow().cast(schema)
 
 
 def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], world_size: int | None) -> pl.DataFrame:

@@ -15,31 +15,36 @@ What a run promises (the CLI turns it into exit codes):
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
-from contextlib import closing, contextmanager
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from tracekit import interrupts
+from tracekit import executors, interrupts
 from tracekit._version import __version__
 from tracekit.dataset import Dataset, DatasetSummary, RunChanges, dataset_summary, missing_note
 from tracekit.errors import InputError, Interrupted, TracekitError
 from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover, with_data
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
 from tracekit.ingest.jobs import decide_rank, finish_job
-from tracekit.ingest.worker import ParsedFile, Task, content_key, make_trace_id, parse_batch, set_known, start_worker
+from tracekit.ingest.worker import Batch, BatchResult, ParsedFile, Task, content_key, make_trace_id, parse_batch
+from tracekit.parsers.base import ProcessGroup
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
-# A unit of work: files of one job, few enough to spread over the workers, many enough that a
-# fleet of small rank files costs few tasks and few staged files.
-_BATCH_FILES = 32
+# A unit of work: files in discovery order (of one job or several), up to this many files or bytes:
+# many enough that a fleet of small rank files costs few tasks and few staged files, few enough to
+# spread over the workers (a run of few files gets smaller batches, so that every worker has some).
+_BATCH_FILES = 256
 _BATCH_BYTES = 64 << 20
+# Batches per worker, at least, when a run has few files.
+_BATCHES_PER_WORKER = 4
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,9 @@ class IngestReport:
     jobs_touched: int = 0
     written: bool = False
     totals: DatasetSummary | None = None
+    # What the parsing cost, in the workers (wherever they ran): CPU seconds, the largest peak RSS.
+    parse_cpu_seconds: float = 0.0
+    parse_peak_rss: int = 0
 
     @property
     def ok(self) -> bool:
@@ -95,15 +103,20 @@ def ingest(
     label: str | None = None,
     manifest: str | Path | None = None,
     workers: int | None = None,
+    executor: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> IngestReport:
     """Ingest trace files, folders and tar/tgz archives into the dataset at `out`.
 
-    Files already in the dataset are skipped. Files that fail get a `traces` row with status
+    `executor` says where files are parsed (tracekit.executors): None or "local" for a process pool
+    of `workers` processes (default: the CPU count, at most 4), "dask-local" for a Dask LocalCluster
+    of as many, "dask://HOST:PORT" for a Dask scheduler's workers. Files already in the dataset are
+    skipped. Files that fail get a `traces` row with status
     'error' and the rest is ingested (`report.ok` is False). Raises InputError when there is
     nothing to ingest or the manifest cannot be read (nothing written), DatasetError when the
     dataset cannot be written, Interrupted on Ctrl-C before the commit (dataset unchanged).
     """
+    executors.check(executor)
     dataset = Dataset(Path(out))
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     with interrupts.noted() as interrupted:
@@ -115,7 +128,7 @@ def ingest(
                 raise InputError(_nothing_to_ingest(paths, found))
             report = IngestReport(dataset.root, run_id, errors=list(found.errors), warnings=list(found.warnings))
             with dataset.writing():
-                _run(dataset, found, report, workers, progress, interrupted)
+                _run(dataset, found, report, _Where(workers, executor), progress, interrupted)
             report.totals = dataset_summary(dataset)
         except TracekitError:
             raise
@@ -137,11 +150,19 @@ def _nothing_to_ingest(paths: Sequence[str | Path], found: Discovery) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Where:
+    """Where files are parsed: `executor` (tracekit.executors) with `workers` processes."""
+
+    workers: int | None
+    executor: str | None
+
+
 def _run(
     dataset: Dataset,
     found: Discovery,
     report: IngestReport,
-    workers: int | None,
+    where: _Where,
     progress: ProgressCallback | None,
     interrupted: Callable[[], bool],
 ) -> None:
@@ -152,7 +173,8 @@ def _run(
         held = [(r["job_id"], r["source"]) for r in dataset.query_rows("select job_id, source from jobs", [])]
         ids = JobIds(held)
         _assign_jobs(found.files, ids)
-        read = _read_all(dataset, found.files, staging, report, workers, progress, interrupted)
+        known = _Known.load(dataset, found.files)
+        read = _read_all(found.files, staging, known, report, where, progress, interrupted)
         by_job = read.by_job
         duplicates = read.duplicates + _drop_repeats(by_job)
         report.files_duplicate = len(duplicates)
@@ -183,14 +205,15 @@ class _Read:
     by_job: dict[str, tuple[JobInfo, list[ParsedFile]]] = field(default_factory=dict)
     duplicates: list[ParsedFile] = field(default_factory=list)  # already in the dataset, in another job
     skipped: list[str] = field(default_factory=list)  # trace ids already in the dataset
+    shared: _Shared = field(default_factory=lambda: _Shared())
 
 
 def _read_all(
-    dataset: Dataset,
     files: list[InputFile],
     staging: Path,
+    known: _Known,
     report: IngestReport,
-    workers: int | None,
+    where: _Where,
     progress: ProgressCallback | None,
     interrupted: Callable[[], bool],
 ) -> _Read:
@@ -199,9 +222,10 @@ def _read_all(
     total = len(files)
     if progress:
         progress(Progress("parse", 0, total))
-    parsing = _parse_all(files, staging, dataset.known_trace_ids(), _known_content(dataset), workers)
+    parsing = _parse_all(files, staging, known, where, report)
     with closing(parsing):  # an interrupt between two files stops the pool too
-        for parsed, info in parsing:
+        for parsed in parsing:
+            info = files[parsed.seq].job
             _stop_if(interrupted)
             report.files_seen += 1
             if progress:
@@ -212,8 +236,30 @@ def _read_all(
             elif parsed.duplicate:
                 read.duplicates.append(parsed)
             else:
+                read.shared.intern(parsed)
                 read.by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
     return read
+
+
+@dataclass
+class _Shared:
+    """One object for values that many files of a fleet repeat (every rank of a job records the same
+    process groups, the same schema version), so a run of a million files holds each once."""
+
+    groups: dict[tuple[object, ...], ProcessGroup] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def intern(self, parsed: ParsedFile) -> None:
+        parsed.job_id = self.texts.setdefault(parsed.job_id, parsed.job_id)
+        meta = parsed.meta
+        if meta is None:
+            return
+        if meta.schema_version is not None:
+            meta.schema_version = self.texts.setdefault(meta.schema_version, meta.schema_version)
+        meta.process_groups = [
+            self.groups.setdefault((g.pg_name, g.pg_desc, g.backend, g.group_size, tuple(g.ranks)), g)
+            for g in meta.process_groups
+        ]
 
 
 def _commit(dataset: Dataset, changes: RunChanges, report: IngestReport, started: datetime, staging: Path) -> None:
@@ -247,9 +293,47 @@ def _assign_jobs(files: list[InputFile], ids: JobIds) -> None:
         item.job = job
 
 
-def _known_content(dataset: Dataset) -> frozenset[str]:
-    rows = dataset.query_rows("select path, sha256 from traces where status = 'ok' and sha256 is not null", [])
-    return frozenset(content_key(_name_of(r["path"]), r["sha256"]) for r in rows)
+@dataclass
+class _Known:
+    """The files the dataset already holds that a run's files could be: their trace ids by job, and
+    their content keys (with sizes) by file name. Each batch is given the part its files can match,
+    so no worker ever holds the keys of a whole fleet."""
+
+    ids: dict[str, set[str]] = field(default_factory=dict)
+    content: dict[str, list[tuple[int | None, str]]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, dataset: Dataset, files: list[InputFile]) -> _Known:
+        known = cls()
+        job_ids = sorted({item.job.job_id for item in files})
+        rows = dataset.query_rows(
+            "select job_id, trace_id from traces where status = 'ok' and job_id in (select unnest(?::VARCHAR[]))",
+            [job_ids],
+        )
+        for row in rows:
+            known.ids.setdefault(row["job_id"], set()).add(row["trace_id"])
+        names = sorted({item.name for item in files})
+        rows = dataset.query_rows(
+            "select path, size_bytes, sha256 from traces where status = 'ok' and sha256 is not null "
+            "and regexp_extract(path, '[^/!]*$') in (select unnest(?::VARCHAR[]))",
+            [names],
+        )
+        for row in rows:
+            name = _name_of(row["path"])
+            known.content.setdefault(name, []).append((row["size_bytes"], content_key(name, row["sha256"])))
+        return known
+
+    def batch(self, tasks: list[Task], sizes: list[int | None], staging: Path) -> Batch:
+        ids: set[str] = set()
+        for job_id in {task.job_id for task in tasks}:
+            ids |= self.ids.get(job_id, set())
+        content = {
+            key
+            for task, size in zip(tasks, sizes, strict=True)
+            for held_size, key in self.content.get(task.name, ())
+            if size is None or held_size == size
+        }
+        return Batch(tasks, str(staging), frozenset(ids), frozenset(content))
 
 
 def _name_of(path: str) -> str:
@@ -331,6 +415,7 @@ def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]
             [job_ids],
         )
     }
+    staged: dict[str, dict[str, None]] = {}
     for job_id in job_ids:
         info, parsed = by_job[job_id]
         result = finish_job(info, parsed, existing.get(job_id, []), groups.get(job_id, []), run_id, largest.get(job_id))
@@ -339,7 +424,13 @@ def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]
         changes.process_groups.extend(result.process_groups)
         if result.collectives is not None:
             changes.collectives.append(result.collectives)
-        changes.staged_ops.extend(dict.fromkeys(p.staged["ops"] for p in parsed if "ops" in p.staged))
+        changes.files.extend(
+            (f.seq, f.trace_id, f.job_id, f.rank, f.group_size_without_pg, f.collectives_staged) for f in result.files
+        )
+        for p in parsed:
+            for table, paths in p.staged.items():
+                staged.setdefault(table, {}).update(dict.fromkeys(paths))
+    changes.staged = {table: list(paths) for table, paths in staged.items()}
     return changes
 
 
@@ -371,14 +462,13 @@ def _report_rows(
     report.warnings += [w for t in changes.traces for w in t.get("warnings") or []]
 
 
-def _task(item: InputFile, staging: Path) -> Task:
+def _task(item: InputFile) -> Task:
     return Task(
         job_id=item.job.job_id,
         display=item.display,
         name=item.name,
         path=str(item.path) if item.path is not None and item.member is None else None,
         data=item.data,
-        staging=str(staging),
         seq=item.seq,
     )
 
@@ -398,26 +488,35 @@ def _refused(item: InputFile) -> ParsedFile:
 
 
 def _parse_all(
-    items: list[InputFile], staging: Path, known: frozenset[str], known_content: frozenset[str], workers: int | None
-) -> Generator[tuple[ParsedFile, JobInfo]]:
-    """Parse every input, in a process pool when there are enough of them; yield as they finish."""
-    workers = workers or min(4, os.cpu_count() or 1)
-    batches = _batches(with_data(_numbered(items)), staging)
-    if len(items) < _POOL_THRESHOLD or workers <= 1:
-        set_known(known, known_content)
-        for refused, tasks, job in batches:
-            yield from ((parsed, job) for parsed in refused + parse_batch(tasks))
+    items: list[InputFile], staging: Path, known: _Known, where: _Where, report: IngestReport
+) -> Generator[ParsedFile]:
+    """Parse every input, on the executor when there are enough of them; yield as they finish."""
+    workers = where.workers or min(4, os.cpu_count() or 1)
+    inline = executors.is_local(where.executor) and (len(items) < _POOL_THRESHOLD or workers <= 1)
+    per_batch = max(1, min(_BATCH_FILES, math.ceil(len(items) / (workers * _BATCHES_PER_WORKER))))
+    batches = _batches(with_data(_numbered(items)), staging, known, per_batch)
+    if inline:
+        for refused, batch in batches:
+            yield from refused
+            if batch is not None:
+                yield from _account(report, parse_batch(batch))
         return
-    with _pool(workers, known, known_content) as pool:
-        pending: dict[Future[list[ParsedFile]], JobInfo] = {}
-        for refused, tasks, job in batches:
-            yield from ((parsed, job) for parsed in refused)
-            if len(pending) >= 2 * workers:
-                yield from _drain(pending, FIRST_COMPLETED)
-            if tasks:
+    with executors.open_executor(where.executor, workers) as run:
+        pending: set[Future[BatchResult]] = set()
+        for refused, batch in batches:
+            yield from refused
+            if len(pending) >= 2 * run.slots:
+                yield from _drain(pending, FIRST_COMPLETED, report)
+            if batch is not None:
                 with interrupts.blocked():  # a worker being spawned is never left half-started
-                    pending[pool.submit(parse_batch, tasks)] = job
-        yield from _drain(pending, None)
+                    pending.add(run.executor.submit(parse_batch, batch))
+        yield from _drain(pending, None, report)
+
+
+def _account(report: IngestReport, result: BatchResult) -> list[ParsedFile]:
+    report.parse_cpu_seconds += result.cpu_seconds
+    report.parse_peak_rss = max(report.parse_peak_rss, result.peak_rss)
+    return result.files
 
 
 def _numbered(items: list[InputFile]) -> Iterator[InputFile]:
@@ -426,62 +525,40 @@ def _numbered(items: list[InputFile]) -> Iterator[InputFile]:
         yield item
 
 
-def _batches(items: Iterable[InputFile], staging: Path) -> Iterator[tuple[list[ParsedFile], list[Task], JobInfo]]:
-    """Files in batches of one job, up to _BATCH_FILES files or _BATCH_BYTES bytes each.
+def _batches(
+    items: Iterable[InputFile], staging: Path, known: _Known, per_batch: int
+) -> Iterator[tuple[list[ParsedFile], Batch | None]]:
+    """Files in batches of up to `per_batch` files or _BATCH_BYTES bytes, in discovery order.
 
-    Yields (files refused before parsing, tasks to parse, job).
+    Yields (files refused before parsing, the batch to parse or None).
     """
-    refused: list[ParsedFile] = []
     tasks: list[Task] = []
-    size = 0
-    job: JobInfo | None = None
+    sizes: list[int | None] = []
+    total = 0
     for item in items:
-        if job is not None and (item.job != job or len(tasks) >= _BATCH_FILES or size >= _BATCH_BYTES):
-            yield refused, tasks, job
-            refused, tasks, size = [], [], 0
-        job = item.job
         if item.error:
-            refused.append(_refused(item))
+            yield [_refused(item)], None
             continue
-        tasks.append(_task(item, staging))
-        size += len(item.data) if item.data is not None else _file_size(item.path)
-    if job is not None:
-        yield refused, tasks, job
+        size = len(item.data) if item.data is not None else _file_size(item.path)
+        tasks.append(_task(item))
+        sizes.append(size)
+        total += size or 0
+        if len(tasks) >= per_batch or total >= _BATCH_BYTES:
+            yield [], known.batch(tasks, sizes, staging)
+            tasks, sizes, total = [], [], 0
+    if tasks:
+        yield [], known.batch(tasks, sizes, staging)
 
 
-def _file_size(path: Path | None) -> int:
+def _file_size(path: Path | None) -> int | None:
     try:
-        return path.stat().st_size if path is not None else 0
+        return path.stat().st_size if path is not None else None
     except OSError:
-        return 0
+        return None
 
 
-def _drain(pending: dict[Future[list[ParsedFile]], JobInfo], until: str | None) -> Iterator[tuple[ParsedFile, JobInfo]]:
-    done, _ = wait(list(pending), return_when=until or "ALL_COMPLETED")
+def _drain(pending: set[Future[BatchResult]], until: str | None, report: IngestReport) -> Iterator[ParsedFile]:
+    done, _ = wait(pending, return_when=until or "ALL_COMPLETED")
     for future in done:
-        job = pending.pop(future)
-        yield from ((parsed, job) for parsed in future.result())
-
-
-@contextmanager
-def _pool(workers: int, known: frozenset[str], known_content: frozenset[str]) -> Iterator[Executor]:
-    import multiprocessing
-
-    interrupts.start_forkserver_ignoring_sigint()
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("forkserver"),
-        initializer=start_worker,
-        initargs=(known, known_content, os.getpid()),
-    )
-    try:
-        yield pool
-    except BaseException:
-        # Interrupted or failed: stop the workers now, so none writes into a staging folder that is
-        # about to be removed.
-        with interrupts.deferred():
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+        pending.discard(future)
+        yield from _account(report, future.result())

@@ -1,8 +1,22 @@
-"""Parse one trace file into staged Parquet: the unit of work that runs in the process pool.
+"""Parse a batch of trace files into staged Parquet: the unit of work an executor runs.
 
-A worker returns only small metadata (a `ParsedFile`), never tables: the `ops` and `collectives`
-batches go straight to Parquet files in the run's staging folder, so memory is bounded by one
-file's batches whatever the fleet's size.
+A `Batch` carries everything its files need (their bytes or paths, the folder to stage into, the
+keys of the files the dataset already holds for them), so a task runs the same in a local process
+pool, a Dask worker on another machine, or inline. It returns only small metadata per file (a
+`ParsedFile`), never tables: each file's `ops` and `collectives` rows are gathered in memory with
+the batch's other files and written once per batch and table, so a fleet of small rank files costs
+a few staged files, not one per file. A file too big to hold spills to staged files of its own.
+
+Each file is read once: its bytes are hashed and parsed from memory (a file larger than
+`READ_WHOLE_BYTES` is hashed and then parsed as a stream). Staged rows carry `_seq`, the file's
+position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
+the job is finished (tracekit.dataset).
+
+A parser module may offer `parse_many(sources, sink) -> list[TraceMeta | TraceError]` besides
+`parse(source, sink)`: it reads several files at once and hands the sink batches holding rows of
+any of them, with an array naming each row's file (its index in `sources`); see `FilesSink`. The
+worker uses it for the files of a batch that share its format, so a vectorised reader amortises
+its set-up over many small files.
 """
 
 from __future__ import annotations
@@ -10,17 +24,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import select
-import threading
-import time
 import traceback
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tracekit.errors import describe
-from tracekit.parsers import read_trace
-from tracekit.parsers.base import TraceError, TraceMeta
+from tracekit.parsers import parse_as, parser_for, sniff_format
+from tracekit.parsers.base import Source, TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
 
 if TYPE_CHECKING:
@@ -36,19 +49,43 @@ _NAME_TOKENS = re.compile(r"[._-]")
 _NOT_RANK_WORDS = re.compile(r"(?:step|steps|iter|iteration|epoch|batch|it|v|ver|version)\d*", re.IGNORECASE)
 _STRIP_SUFFIXES = (".gz", ".json", ".et", ".pb", ".trace", ".pt")
 
+# Files up to this size are read into memory once (hashed and parsed from the same bytes).
+READ_WHOLE_BYTES = 64 << 20
+# Rows of one file held in memory before it spills to staged files of its own.
+SPILL_ROWS = 262_144
+# Rows the batch holds before writing them out (one row group each).
+FLUSH_ROWS = 1 << 20
+# Columns the commit fills in from the finished job; staged rows carry SEQ_COLUMN instead.
+FILLED_LATER = ("job_id", "rank", "trace_id")
+SEQ_COLUMN = "_seq"
+STAGED_TABLES = ("ops", "collectives")
 
-@dataclass
+
+@dataclass(slots=True)
 class Task:
+    """One input file: on disk (`path`) or in memory (`data`, an archive member)."""
+
     job_id: str
     display: str
     name: str
     path: str | None
     data: bytes | None
-    staging: str
     seq: int = 0
 
 
 @dataclass
+class Batch:
+    """Files parsed by one task, staged into `staging` (a folder every worker can write)."""
+
+    tasks: list[Task]
+    staging: str
+    # Trace ids of the files the dataset holds for these files' jobs, and content keys of the files
+    # it holds under these files' names: a file found in either is not parsed again.
+    known: frozenset[str] = frozenset()
+    known_content: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
 class ParsedFile:
     job_id: str
     display: str
@@ -64,11 +101,12 @@ class ParsedFile:
     format: str | None = None
     meta: TraceMeta | None = None
     error: str | None = None
-    staged: dict[str, str] = field(default_factory=dict)
-    rows: dict[str, int] = field(default_factory=dict)
+    # The staged files holding the rows of this file's batch, by table (shared by the batch's files).
+    staged: dict[str, list[str]] = field(default_factory=dict)
     # The largest group any collective of the file spans: the job's world is at least this big.
     max_group_size: int | None = None
-    # Position in discovery order: decides which of two identical files in one run is kept.
+    # Position in discovery order: decides which of two identical files in one run is kept, and
+    # names the file's staged rows (SEQ_COLUMN).
     seq: int = 0
 
     @property
@@ -76,60 +114,9 @@ class ParsedFile:
         return content_key(self.name, self.sha256)
 
 
-# Trace ids (and content keys) of the files the dataset holds: set once per process (the pool's
-# initializer), not per task, since a fleet's set is large and every task would otherwise carry a copy.
-_known: frozenset[str] = frozenset()
-_known_content: frozenset[str] = frozenset()
-
-
-def set_known(known: frozenset[str], known_content: frozenset[str] = frozenset()) -> None:
-    global _known, _known_content
-    _known, _known_content = known, known_content
-
-
 def content_key(name: str, sha256: str) -> str:
     """Identity of a file whatever job it is in: its name and its content."""
     return hashlib.sha256(f"{name}\0{sha256}".encode()).hexdigest()[:20]
-
-
-def start_worker(known: frozenset[str], known_content: frozenset[str], ingest_pid: int) -> None:
-    """Pool initializer: the files already known, and a watch on the ingest process.
-
-    Ctrl-C is the parent's to handle (it stops the workers itself); any other death of the
-    parent ends the worker through the watch.
-    """
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    set_known(known, known_content)
-    threading.Thread(target=_exit_with, args=(ingest_pid,), name="tracekit-watch-ingest", daemon=True).start()
-
-
-def _exit_with(pid: int) -> None:
-    """Exit this worker as soon as the ingest process `pid` is gone, whatever killed it.
-
-    A worker killed with its ingest matters beyond the worker: pool workers hold the pipes of the
-    task queue and the forkserver's liveness pipe, so while one waits for work that will never
-    come, the forkserver and the resource tracker stay alive too.
-    """
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:  # the ingest is already gone, or the kernel has no pidfds (before Linux 5.3)
-        while _alive(pid):
-            time.sleep(0.5)
-    else:
-        select.select([fd], [], [])  # readable once the process has exited
-    os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def rank_from_name(name: str) -> int | None:
@@ -164,24 +151,15 @@ def make_trace_id(job_id: str, name: str, sha256: str) -> str:
     return hashlib.sha256(f"{job_id}\0{name}\0{sha256}".encode()).hexdigest()[:20]
 
 
-def _hash_file(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
+class FilesSink(Protocol):
+    """Where `parse_many` hands its batches: `files[i]` is the index (in the sources given) of the
+    file that row i of `batch` was read from."""
+
+    def write(self, table: str, batch: pa.RecordBatch, files: pa.Array) -> None: ...
 
 
-# Rows of one trace held in memory before it spills to staged files of its own.
-SPILL_ROWS = 262_144
-
-
-class BatchWriter:
-    """One staged Parquet file per table for a batch of traces, so that a fleet of small rank files
-    does not become a fleet of small staged files (each costs a writer here and a file open at
-    commit)."""
+class _StagedWriter:
+    """The staged Parquet file of each table for one writer (a batch, or one big file)."""
 
     def __init__(self, staging: Path, name: str) -> None:
         self.staging = staging
@@ -191,142 +169,290 @@ class BatchWriter:
     def path(self, table: str) -> Path:
         return self.staging / table / f"{self.name}.parquet"
 
-    def append(self, table: str, batches: list[pa.RecordBatch]) -> str:
+    def write(self, table: str, batches: list[pa.RecordBatch]) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if not batches:
+            return
+        data = pa.Table.from_batches(batches).combine_chunks()
         if table not in self.writers:
             self.path(table).parent.mkdir(parents=True, exist_ok=True)
-            self.writers[table] = pq.ParquetWriter(self.path(table), batches[0].schema, compression="zstd")
-        for batch in batches:
-            self.writers[table].write_batch(batch)
-        return str(self.path(table))
+            self.writers[table] = pq.ParquetWriter(self.path(table), data.schema, compression="zstd")
+        self.writers[table].write_table(data, row_group_size=FLUSH_ROWS)
 
-    def close(self) -> None:
+    def close(self) -> list[tuple[str, str]]:
         for writer in self.writers.values():
             writer.close()
+        return [(table, str(self.path(table))) for table in self.writers]
+
+    def remove(self) -> None:
+        self.close()
+        for table in self.writers:
+            self.path(table).unlink(missing_ok=True)
 
 
-class ParquetSink:
-    """Receives one trace's batches, stamped with its trace id.
+class _BatchRows:
+    """Rows of the batch's files that parsed to the end, written out in large pieces."""
 
-    They are held in memory until the trace parses to the end (a file that fails halfway must add
-    no rows) and then go to the batch's shared files; a trace too big to hold spills to staged files
-    of its own instead, which are deleted if it fails.
-    """
-
-    def __init__(self, staging: Path, trace_id: str, shared: BatchWriter) -> None:
+    def __init__(self, staging: Path) -> None:
         self.staging = staging
-        self.trace_id = trace_id
-        self.shared = shared
-        self.buffered: dict[str, list[pa.RecordBatch]] = {}
-        self.buffered_rows = 0
-        self.own: BatchWriter | None = None
-        self.paths: dict[str, str] = {}
-        self.rows: dict[str, int] = {}
+        self.shared = _StagedWriter(staging, f"batch-{uuid.uuid4().hex}")
+        self.held: dict[str, list[pa.RecordBatch]] = {}
+        self.held_rows = 0
+        self.spilled: list[tuple[str, str]] = []
+
+    def add(self, tables: dict[str, list[pa.RecordBatch]], rows: int) -> None:
+        for table, batches in tables.items():
+            self.held.setdefault(table, []).extend(batches)
+        self.held_rows += rows
+        if self.held_rows >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        for table, batches in self.held.items():
+            self.shared.write(table, batches)
+        self.held.clear()
+        self.held_rows = 0
+
+    def close(self) -> dict[str, list[str]]:
+        self.flush()
+        staged: dict[str, list[str]] = {}
+        for table, path in self.shared.close() + self.spilled:
+            staged.setdefault(table, []).append(path)
+        return staged
+
+
+class _FileRows:
+    """One file's rows, stamped with its seq, held until it parses to the end (a file that fails
+    halfway adds no rows); past SPILL_ROWS they go to staged files of its own."""
+
+    def __init__(self, batch: _BatchRows, seq: int) -> None:
+        self.batch = batch
+        self.seq = seq
+        self.held: dict[str, list[pa.RecordBatch]] = {}
+        self.rows = 0
+        self.own: _StagedWriter | None = None
         self.max_group_size: int | None = None
 
     def write(self, table: str, batch: pa.RecordBatch) -> None:
-        import pyarrow as pa
+        self.add(table, _staged(batch, _seq_array(self.seq, batch.num_rows)))
+
+    def add(self, table: str, batch: pa.RecordBatch) -> None:
+        if table == "collectives":
+            self._note_groups(batch)
+        if self.own is not None:
+            self.own.write(table, [batch])
+            return
+        self.held.setdefault(table, []).append(batch)
+        self.rows += batch.num_rows
+        if self.rows > SPILL_ROWS:
+            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}")
+            for name, batches in self.held.items():
+                self.own.write(name, batches)
+            self.held.clear()
+
+    def _note_groups(self, batch: pa.RecordBatch) -> None:
         import pyarrow.compute as pc
 
-        index = batch.schema.get_field_index("trace_id")
-        batch = batch.set_column(index, "trace_id", pa.array([self.trace_id] * batch.num_rows, pa.string()))
-        self.rows[table] = self.rows.get(table, 0) + batch.num_rows
-        if table == "collectives":
-            largest = pc.max(batch.column("group_size")).as_py()
-            if largest is not None and (self.max_group_size is None or largest > self.max_group_size):
-                self.max_group_size = largest
-        if self.own is not None:
-            self.paths[table] = self.own.append(table, [batch])
-            return
-        self.buffered.setdefault(table, []).append(batch)
-        self.buffered_rows += batch.num_rows
-        if self.buffered_rows > SPILL_ROWS:
-            self.own = BatchWriter(self.staging, self.trace_id)
-            self._flush_to(self.own)
-
-    def _flush_to(self, writer: BatchWriter) -> None:
-        for table, batches in self.buffered.items():
-            self.paths[table] = writer.append(table, batches)
-        self.buffered.clear()
+        largest = pc.max(batch.column("group_size")).as_py()
+        if largest is not None and (self.max_group_size is None or largest > self.max_group_size):
+            self.max_group_size = largest
 
     def commit(self) -> None:
-        """The trace parsed to the end: its rows join the dataset's staged files."""
+        """The file parsed to the end: its rows join the batch's."""
         if self.own is not None:
-            self.own.close()
+            self.batch.spilled += self.own.close()
         else:
-            self._flush_to(self.shared)
+            self.batch.add(self.held, self.rows)
+        self.held = {}
 
     def discard(self) -> None:
-        self.buffered.clear()
+        self.held = {}
         if self.own is not None:
-            self.own.close()
-            for table in self.own.writers:
-                self.own.path(table).unlink(missing_ok=True)
-        self.paths.clear()
-        self.rows.clear()
+            self.own.remove()
         self.max_group_size = None
 
 
-def parse_batch(tasks: list[Task]) -> list[ParsedFile]:
-    """Parse several files (of one job) into shared staged files: the unit of work of the pool."""
-    if not tasks:
-        return []
-    import uuid
+def _seq_array(seq: int, rows: int) -> pa.Array:
+    import pyarrow as pa
 
-    shared = BatchWriter(Path(tasks[0].staging), f"batch-{uuid.uuid4().hex}")
+    return pa.repeat(pa.scalar(seq, pa.int64()), rows)
+
+
+def _staged(batch: pa.RecordBatch, seqs: pa.Array) -> pa.RecordBatch:
+    """A parser's batch as staged: the columns filled later dropped, the file's seq added."""
+    names = [n for n in batch.schema.names if n not in FILLED_LATER]
+    return batch.select(names).append_column(SEQ_COLUMN, seqs)
+
+
+@dataclass
+class BatchResult:
+    """A batch's files, and what parsing them cost where they were parsed."""
+
+    files: list[ParsedFile]
+    cpu_seconds: float
+    # The peak resident memory of the process that parsed them, in bytes (so far in its life).
+    peak_rss: int
+
+
+def parse_batch(batch: Batch) -> BatchResult:
+    """Parse a batch's files into shared staged files; never raises for bad input."""
+    import resource
+    import time
+
+    started = time.process_time()
+    files = _parse_batch(batch)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    return BatchResult(files, time.process_time() - started, peak)
+
+
+def _parse_batch(batch: Batch) -> list[ParsedFile]:
+    rows = _BatchRows(Path(batch.staging))
+    results: list[ParsedFile] = []
+    pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
+    for task in batch.tasks:
+        parsed, source = _open(task, batch)
+        results.append(parsed)
+        if source is not None and parsed.format is not None:
+            pending.setdefault(parsed.format, []).append((parsed, source))
+    for fmt, files in pending.items():
+        _parse_format(fmt, files, rows)
+    staged = rows.close()
+    for parsed in results:
+        parsed.staged = staged
+    return results
+
+
+def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
+    """Read and hash the file, decide whether it is new, name its format: (result, source to parse)."""
     try:
-        return [parse_task(task, shared) for task in tasks]
-    finally:
-        shared.close()
+        data, sha, size = _read(task)
+    except OSError as exc:
+        return ParsedFile(
+            task.job_id,
+            task.display,
+            task.name,
+            make_trace_id(task.job_id, task.name, ""),
+            "",
+            0,
+            error=f"{task.display}: cannot read ({exc.strerror or exc})",
+            seq=task.seq,
+        ), None
+    parsed = ParsedFile(
+        task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size, seq=task.seq
+    )
+    if parsed.trace_id in batch.known:
+        parsed.skipped = True
+        return parsed, None
+    if parsed.content_key in batch.known_content:
+        parsed.duplicate = True
+        return parsed, None
+    source: Source = (
+        BytesSource(data, task.display, task.name)
+        if data is not None
+        else FileSource(Path(task.path or ""), task.display)
+    )
+    try:
+        parsed.format = sniff_format(source)
+    except TraceError as exc:
+        parsed.error = exc.describe(task.display)
+        return parsed, None
+    return parsed, source
 
 
-def parse_task(task: Task, shared: BatchWriter) -> ParsedFile:
-    """Hash, skip if known, sniff the format, parse to staged Parquet. Never raises for bad input."""
+def _read(task: Task) -> tuple[bytes | None, str, int]:
+    """(the bytes, when held in memory; their SHA-256; their size)."""
     if task.data is not None:
-        sha, size = hashlib.sha256(task.data).hexdigest(), len(task.data)
-        source: FileSource | BytesSource = BytesSource(task.data, task.display, task.name)
-    else:
-        assert task.path is not None
+        return task.data, hashlib.sha256(task.data).hexdigest(), len(task.data)
+    assert task.path is not None
+    with open(task.path, "rb") as f:
+        size = _size(f)
+        if size <= READ_WHOLE_BYTES:
+            data = f.read()
+            return data, hashlib.sha256(data).hexdigest(), len(data)
+        digest = hashlib.sha256()
+        size = 0
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+        return None, digest.hexdigest(), size
+
+
+def _size(f: Any) -> int:
+    return os.fstat(f.fileno()).st_size
+
+
+def _parse_format(fmt: str, files: list[tuple[ParsedFile, Source]], rows: _BatchRows) -> None:
+    parser = parser_for(fmt)
+    parse_many = getattr(parser, "parse_many", None)
+    if parse_many is not None and len(files) > 1:
         try:
-            sha, size = _hash_file(Path(task.path))
-        except OSError as exc:
-            return ParsedFile(
-                task.job_id,
-                task.display,
-                task.name,
-                make_trace_id(task.job_id, task.name, ""),
-                "",
-                0,
-                error=f"{task.display}: cannot read ({exc.strerror})",
-                seq=task.seq,
-            )
-        source = FileSource(Path(task.path), task.display)
-    trace_id = make_trace_id(task.job_id, task.name, sha)
-    result = ParsedFile(task.job_id, task.display, task.name, trace_id, sha, size, seq=task.seq)
-    if result.trace_id in _known:
-        result.skipped = True
-        return result
-    if result.content_key in _known_content:
-        result.duplicate = True
-        return result
-    sink = ParquetSink(Path(task.staging), result.trace_id, shared)
+            _parse_together(parse_many, files, rows)
+            return
+        except Exception:  # a bug in the many-file path: read the files one by one, to name the culprit
+            pass
+    for parsed, source in files:
+        _parse_one(fmt, parsed, source, rows)
+
+
+def _parse_one(fmt: str, parsed: ParsedFile, source: Source, rows: _BatchRows) -> None:
+    sink = _FileRows(rows, parsed.seq)
     try:
         # Only TraceError for anything the file holds (a parser's own bug is a ParserBug).
-        result.format, result.meta = read_trace(source, sink)
+        parsed.meta = parse_as(fmt, source, sink)
         sink.commit()
-        result.staged, result.rows = dict(sink.paths), dict(sink.rows)
-        result.max_group_size = sink.max_group_size
+        parsed.max_group_size = sink.max_group_size
     except TraceError as exc:
         sink.discard()
-        result.error = exc.describe(task.display)
+        parsed.error = exc.describe(parsed.display)
     except Exception as exc:  # staging its rows failed: the rest of the batch must not be lost
         sink.discard()
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = describe(
-            task.display,
+        parsed.error = describe(
+            parsed.display,
             None,
             f"internal error while staging its rows ({type(exc).__name__}: {exc}; "
             f"{Path(last.filename).name}:{last.lineno}); please report",
         )
-    return result
+
+
+class _ManyRows:
+    """The FilesSink of one `parse_many` call: rows kept by table, split by file once it returns."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, pa.RecordBatch, pa.Array]] = []
+
+    def write(self, table: str, batch: pa.RecordBatch, files: pa.Array) -> None:
+        self.parts.append((table, batch, files))
+
+
+def _parse_together(parse_many: Any, files: list[tuple[ParsedFile, Source]], rows: _BatchRows) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sink = _ManyRows()
+    outcomes: Sequence[TraceMeta | TraceError] = parse_many([source for _, source in files], sink)
+    if len(outcomes) != len(files):
+        raise ValueError("parse_many returned one outcome per file")
+    ok = pa.array([isinstance(o, TraceMeta) for o in outcomes], pa.bool_())
+    seqs = pa.array([parsed.seq for parsed, _ in files], pa.int64())
+    per_file = [_FileRows(rows, parsed.seq) for parsed, _ in files]
+    held: dict[str, list[pa.RecordBatch]] = {}
+    count = 0
+    for table, batch, index in sink.parts:
+        keep = pc.take(ok, index)
+        batch, index = batch.filter(keep), pc.filter(index, keep)
+        staged = _staged(batch, pc.take(seqs, index))
+        if table == "collectives":
+            for i in pc.unique(index).to_pylist():
+                per_file[i]._note_groups(batch.filter(pc.equal(index, i)))
+        held.setdefault(table, []).append(staged)
+        count += staged.num_rows
+    rows.add(held, count)
+    for (parsed, _), outcome, file_rows in zip(files, outcomes, per_file, strict=True):
+        if isinstance(outcome, TraceMeta):
+            parsed.meta = outcome
+            parsed.max_group_size = file_rows.max_group_size
+        else:
+            parsed.error = outcome.describe(parsed.display)

@@ -39,18 +39,36 @@ def parser_for(fmt: str) -> ModuleType:
 def read_trace(source: Source, sink: BatchSink) -> tuple[str, TraceMeta]:
     """Detect the format of `source` and parse it into `sink`: (format, metadata).
 
+    Raises TraceError, and only TraceError, for any content (see `parse_as`).
+    """
+    fmt = sniff_format(source)
+    return fmt, parse_as(fmt, source, sink)
+
+
+def sniff_format(source: Source) -> str:
+    """The format of `source`, told from its first bytes; raises only TraceError."""
+    try:
+        with source.open() as stream:
+            head = stream.read(SNIFF_BYTES)
+        return detect_format(head, source.name)
+    except TraceError:
+        raise
+    except OSError as exc:
+        raise TraceError(f"cannot read ({exc.strerror or exc})") from exc
+    except Exception as exc:
+        raise ParserBug.of(exc, None) from exc
+
+
+def parse_as(fmt: str, source: Source, sink: BatchSink) -> TraceMeta:
+    """Parse `source` as format `fmt` into `sink`.
+
     Raises TraceError, and only TraceError, for any content: a file that cannot be opened or read
     too (OSError). An exception of a parser's own is a bug; it is raised as `ParserBug` (a
     TraceError naming the parser and the line of code), so that one file never costs a run.
     What the sink raises (the caller's storage) passes through unchanged: it is no fault of the file.
     """
-    fmt: str | None = None
-    guarded = _SinkGuard(sink)
     try:
-        with source.open() as stream:
-            head = stream.read(SNIFF_BYTES)
-        fmt = detect_format(head, source.name)
-        return fmt, parser_for(fmt).parse(source, guarded)
+        return parser_for(fmt).parse(source, _SinkGuard(sink))
     except TraceError:
         raise
     except _SinkFailed as failed:

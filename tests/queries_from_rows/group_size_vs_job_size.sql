@@ -1,0 +1,28 @@
+-- name: group_size_vs_job_size
+-- answers: Do the GPUs per collective grow as fast as the GPUs per job? Per period: the jobs, their
+--          mean log2 job size, the mean over jobs of the log2 group size of their collective calls
+--          (call-weighted within a job), and the largest group seen.
+-- params: $start (timestamp: the fleet's first day), $period_months (integer: months per period)
+-- returns: period, jobs, mean_log2_job_size, mean_log2_group_size, max_group_size, max_job_size
+with per_job as (
+    select
+        c.job_id,
+        avg(log2(c.group_size)) as log2_group,
+        max(c.group_size) as max_group
+    from collectives c
+    where c.group_size is not null
+    group by c.job_id
+)
+select
+    cast(floor(datediff('month', cast($start as timestamptz), j.started_at) / $period_months) as integer)
+        as period,
+    count(*) as jobs,
+    avg(log2(j.world_size)) as mean_log2_job_size,
+    avg(p.log2_group) as mean_log2_group_size,
+    max(p.max_group) as max_group_size,
+    max(j.world_size) as max_job_size
+from jobs j
+join per_job p using (job_id)
+where j.started_at is not null
+group by all
+order by period;

@@ -1,0 +1,127 @@
+"""Rollups: the fleet queries read per-job rollups and give what they gave from every collectives row;
+every run keeps the rollups in step for the jobs it touches."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import tracekit
+from tests.builders import write_et_job
+from tracekit.ingest import ingest
+from tracekit.queries import catalog_statement, query_names, query_params, rollup_query
+from tracekit.schema import ROLLUPS
+
+FROM_ROWS = Path(__file__).parent / "queries_from_rows"
+PARAMS = {"start": "2020-01-01", "period_months": 3}
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory, sample_traces_dir: Path) -> Path:
+    out = tmp_path_factory.mktemp("rollups") / "ds"
+    assert ingest([sample_traces_dir], out).ok
+    return out
+
+
+@pytest.fixture(scope="module")
+def sample_traces_dir() -> Path:
+    from tests.conftest import SAMPLE_TRACES
+
+    return SAMPLE_TRACES
+
+
+def _from_rows(ds: tracekit.TraceDataset, name: str) -> pl.DataFrame:
+    """The query as it was written over every collectives row (its dependencies too)."""
+    con = ds.con
+    for old in ["job_class"] + sorted(p.stem for p in FROM_ROWS.glob("*.sql") if p.stem != "job_class"):
+        body = "\n".join(x for x in (FROM_ROWS / f"{old}.sql").read_text().splitlines() if not x.startswith("--"))
+        body = body.strip().rstrip(";").replace("job_class", "rows_job_class")
+        params = query_params(old)
+        if params:
+            for p in params:
+                body = body.replace(f"${p}", f"param_{p}")
+            args = ", ".join(f"param_{p}" for p in params)
+            con.execute(f"CREATE OR REPLACE TEMP MACRO rows_{old}({args}) AS TABLE {body}")
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW rows_{old} AS {body}")
+    params = query_params(name)
+    call = f"rows_{name}({', '.join(repr(PARAMS[p]) for p in params)})" if params else f"rows_{name}"
+    return con.sql(f"select * from {call}").pl()
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FROM_ROWS.glob("*.sql")))
+def test_a_query_reading_rollups_gives_what_it_gave_from_every_row(samples: Path, name: str) -> None:
+    assert name in query_names()
+    with tracekit.open(samples) as ds:
+        params = {p: PARAMS[p] for p in query_params(name)}
+        now = ds.query(name, params or None).pl()
+        before = _from_rows(ds, name)
+    assert now.schema == before.schema
+    assert_frame_equal(now, before, check_exact=False, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _rollups(dataset: Path) -> dict[str, pl.DataFrame]:
+    """Each rollup table as stored, and as computed afresh from collectives."""
+    out = {}
+    with tracekit.open(dataset) as ds:
+        for rollup in ROLLUPS:
+            stored = ds.sql(f"select * from {rollup} order by all").pl()
+            fresh = ds.sql(f"select * from ({rollup_query(rollup)}) order by all").pl()
+            out[rollup] = stored
+            assert_frame_equal(stored, fresh, check_exact=False, rel_tol=1e-12)
+    return out
+
+
+def test_every_run_keeps_the_rollups_in_step_for_the_jobs_it_touches(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    ingest([tmp_path / "a"], tmp_path / "ds")
+    first = _rollups(tmp_path / "ds")
+    assert first["job_classes"]["job_id"].to_list() == ["jobA"]
+    write_et_job(tmp_path / "a" / "jobA", [2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])  # more ranks
+    write_et_job(tmp_path / "b" / "jobB", [0, 1, 2, 3], [("ALL_TO_ALL", 1 << 16)])
+    ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "ds")
+    second = _rollups(tmp_path / "ds")
+    ranks = second["collective_ranks"].filter(pl.col("whole_job")).select("job_id", "ranks").rows()
+    assert ranks == [("jobA", 4), ("jobB", 4)]
+
+
+@pytest.mark.parametrize("missing", [ROLLUPS, ("job_classes",)], ids=["no rollups", "no job_classes"])
+def test_a_dataset_without_rollups_gets_them_computed_then_stored(tmp_path: Path, missing: tuple[str, ...]) -> None:
+    """An earlier version's dataset (none of the rollups, or all but job_classes): views compute the
+    missing rollups until the next run stores them, and that run stores the queries that read them."""
+    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)])
+    ingest([tmp_path / "a"], tmp_path / "ds")
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "ds" / "tracekit.duckdb"))
+    for name in query_names():
+        con.execute(f"DROP VIEW IF EXISTS {name}")
+        con.execute(f"DROP MACRO TABLE IF EXISTS {name}")
+    for rollup in missing:
+        con.execute(f"DROP TABLE {rollup}")
+    con.execute(catalog_statement("collective_wire_bytes"))
+    con.close()
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.query("job_class").pl()["job_id"].to_list() == ["jobA"]
+    write_et_job(tmp_path / "b" / "jobB", [0], [("BROADCAST", 8)])
+    ingest([tmp_path / "b"], tmp_path / "ds")
+    stored = _rollups(tmp_path / "ds")
+    assert stored["job_classes"]["job_id"].to_list() == ["jobA", "jobB"]
+
+
+def test_small_parquet_files_are_merged_as_runs_accumulate(tmp_path: Path) -> None:
+    for j in range(10):
+        write_et_job(tmp_path / f"in{j}" / f"job{j}", [0, 1], [("ALL_REDUCE", 64)])
+        ingest([tmp_path / f"in{j}"], tmp_path / "ds")
+    files = sorted((tmp_path / "ds" / "collectives").glob("*.parquet"))
+    assert len(files) <= 8
+    merged = [f for f in files if f.name.startswith("part-")]
+    assert merged, [f.name for f in files]
+    assert pl.read_parquet(tmp_path / "ds" / "collectives" / "*.parquet").height == 10 * 2
+    part = pl.read_parquet(merged[0])
+    assert part.equals(part.sort("job_id", "rank", "trace_id", "op_id"))
+    shutil.rmtree(tmp_path / "ds")

@@ -1,0 +1,98 @@
+"""The dataset's Parquet files: which files hold each table, and how they are kept few and large.
+
+    DATASET/traces.parquet, jobs.parquet, process_groups.parquet, runs.parquet   rewritten per run
+    DATASET/collectives/*.parquet, DATASET/ops/*.parquet                        appended per run
+
+A run adds its rows of the appended tables as new files (`run-<id>-<n>.parquet`, split at
+`FILE_BYTES`), clustered by job. Small files are compacted as runs accumulate: once a table has
+more than `MAX_SMALL_FILES` files under `SMALL_FILE_BYTES`, they are merged into one file sorted
+by the table's key (`part-<id>.parquet`), so a dataset grown one job at a time keeps a few large
+files and a merge never rewrites more than a bounded amount. Readers list the folder
+(`read_parquet('DATASET/collectives/*.parquet')`); no file ever holds a row another holds.
+
+Everything here is written into the run's staging folder; `Plan` says what moves into the
+dataset, and which files go, once the run has committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+APPENDED_TABLES = ("collectives", "ops")
+REWRITTEN_TABLES = ("traces", "jobs", "process_groups", "runs")
+ORDER = {
+    "collectives": "job_id, rank, trace_id, op_id",
+    "ops": "job_id, rank, trace_id, op_id",
+    "traces": "job_id, rank, path",
+    "jobs": "job_id",
+    "process_groups": "job_id, pg_name",
+    "runs": "committed_at",
+}
+# A run's rows of an appended table are split into files of about this size.
+FILE_BYTES = 512 << 20
+# Files below this size count as small; more than MAX_SMALL_FILES of them are merged into one.
+SMALL_FILE_BYTES = 64 << 20
+MAX_SMALL_FILES = 8
+_OPTIONS = "FORMAT parquet, COMPRESSION zstd"
+
+
+@dataclass
+class Plan:
+    """What a run does to the dataset's files once it has committed: staged files moved into place
+    (in order), then the files they replace removed. Applying it twice does no harm."""
+
+    moves: list[tuple[str, str]] = field(default_factory=list)
+    removals: list[str] = field(default_factory=list)
+
+
+def write_rewritten(con: duckdb.DuckDBPyConnection, db: str, root: Path, out: Path, plan: Plan) -> None:
+    """Each table rewritten whole per run, as it stands in the attached database `db`."""
+    for table in REWRITTEN_TABLES:
+        target = out / f"{table}.parquet"
+        out.mkdir(parents=True, exist_ok=True)
+        con.execute(f"COPY (SELECT * FROM {db}.{table} ORDER BY {ORDER[table]}) TO '{sql_path(target)}' ({_OPTIONS})")
+        plan.moves.append((str(target), str(root / target.name)))
+
+
+def write_appended(
+    con: duckdb.DuckDBPyConnection, table: str, query: str, run_id: str, root: Path, out: Path, plan: Plan
+) -> list[str]:
+    """The run's rows of `table` (the rows `query` selects) as new files, then a merge of the table's
+    small files if there are too many. Returns the run's new files (to load into DuckDB)."""
+    folder = out / table
+    folder.mkdir(parents=True, exist_ok=True)
+    con.execute(
+        f"COPY ({query}) TO '{sql_path(folder)}' "
+        f"({_OPTIONS}, FILE_SIZE_BYTES {FILE_BYTES}, FILENAME_PATTERN 'run-{run_id}-{{i}}', OVERWRITE_OR_IGNORE)"
+    )
+    written = sorted(str(p) for p in folder.glob(f"run-{run_id}-*.parquet"))
+    held = sorted((root / table).glob("*.parquet"))
+    small = [str(p) for p in held if p.stat().st_size < SMALL_FILE_BYTES]
+    small_new = [p for p in written if Path(p).stat().st_size < SMALL_FILE_BYTES]
+    if len(small) + len(small_new) > MAX_SMALL_FILES:
+        merged = folder / f"part-{run_id}.parquet"
+        sources = small + small_new
+        con.execute(
+            f"COPY (SELECT * FROM read_parquet({_sql_list(sources)}) ORDER BY {ORDER[table]}) "
+            f"TO '{sql_path(merged)}' ({_OPTIONS})"
+        )
+        plan.moves.append((str(merged), str(root / table / merged.name)))
+        plan.removals += small
+        keep = [p for p in written if p not in small_new]
+    else:
+        keep = written
+    plan.moves += [(p, str(root / table / Path(p).name)) for p in keep]
+    return written
+
+
+def sql_path(path: Path | str) -> str:
+    return str(path).replace("'", "''")
+
+
+def _sql_list(paths: list[str]) -> str:
+    return "[" + ", ".join(f"'{sql_path(p)}'" for p in paths) + "]"
