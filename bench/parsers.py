@@ -272,7 +272,30 @@ def _json_loop(args: dict[str, Any]) -> dict[str, Any]:
     return {"events": len(rows), "collectives": collectives}
 
 
-ACTIONS = {"et_dicts": _et_dicts, "et_floor": _et_floor, "et_parse": _et_parse, "json_loop": _json_loop}
+def _ingest_within(args: dict[str, Any]) -> dict[str, Any]:
+    """`ingest` (bench.probe) with the memory budget `args["budget"]` (TRACEKIT_MEMORY_BUDGET), then
+    the dataset's row counts."""
+    import os
+
+    import tracekit
+    from bench.probe import ACTIONS as PROBE_ACTIONS
+
+    if args.get("budget"):
+        os.environ["TRACEKIT_MEMORY_BUDGET"] = args["budget"]
+    result = PROBE_ACTIONS["ingest"](args)
+    with tracekit.open(args["out"]) as ds:
+        for table in ("ops", "collectives"):
+            result[table] = ds.sql(f"select count(*) from {table}").fetchall()[0][0]
+    return result
+
+
+ACTIONS = {
+    "et_dicts": _et_dicts,
+    "et_floor": _et_floor,
+    "et_parse": _et_parse,
+    "json_loop": _json_loop,
+    "ingest_within": _ingest_within,
+}
 
 
 def run(action: str, args: dict[str, Any]) -> Measure:
@@ -357,6 +380,54 @@ def kineto_stage(ctx: Context) -> list[Row]:
         ),
         Row("kineto", "json.load + loop (baseline)", loop, path.stat().st_size / 2**20, "MB"),
     ]
+
+
+@stage(
+    "stream",
+    "a 4 GB Kineto trace read in pieces (peak memory), beside the whole-document path on 200 MB",
+    default=False,
+)
+def stream_stage(ctx: Context) -> list[Row]:
+    small_size, big_size = (4 << 20, 16 << 20) if ctx.quick else (KINETO_BYTES, STREAM_BYTES)
+    small = _input(ctx, f"kineto-{small_size >> 20}MB.json", write_kineto, small_size)
+    big = _input(ctx, f"kineto-{big_size >> 20}MB.json", write_kineto, big_size)
+    forced = "1M" if ctx.quick else "100M"  # a budget that makes the small trace stream too
+    whole = run("ingest_within", {"paths": [str(small)], "out": str(ctx.fresh("stream-whole")), "workers": 1})
+    pieces = run(
+        "ingest_within",
+        {"paths": [str(small)], "out": str(ctx.fresh("stream-pieces")), "workers": 1, "budget": forced},
+    )
+    streamed = run(
+        "ingest_within",
+        {"paths": [str(big)], "out": str(ctx.fresh("stream-big")), "workers": 1, "budget": "4M" if ctx.quick else ""},
+    )
+    same = all(whole.counts[t] == pieces.counts[t] for t in ("ops", "collectives"))
+    mb_small, mb_big = small.stat().st_size / 2**20, big.stat().st_size / 2**20
+    rows = [
+        Row("stream", f"{mb_small:.0f} MB Kineto, whole document", whole, mb_small, "MB"),
+        ratio_row(
+            "stream",
+            f"{mb_small:.0f} MB Kineto, in pieces",
+            pieces,
+            whole,
+            "the same, whole document",
+            amount=mb_small,
+            unit="MB",
+            of="wall",
+            target=f"same rows: {'yes' if same else 'NO'} ({pieces.counts['ops']:,} ops)",
+        ),
+        Row(
+            "stream",
+            f"{mb_big:,.0f} MB Kineto, in pieces",
+            streamed,
+            mb_big,
+            "MB",
+            target=f"peak <= 1,536 MiB ({streamed.counts['ops']:,} ops)",
+            met=None if ctx.quick else streamed.peak_mib <= 1536,
+        ),
+    ]
+    rows[1].met = same
+    return rows
 
 
 def main() -> None:
