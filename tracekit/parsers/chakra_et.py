@@ -6,8 +6,15 @@ directly with a `Node`; every later record is a `Node`. There is no header, trai
 zero-length record is valid (an all-default Node, or an empty GlobalMetadata when first), so the
 reader stops only at the true end of the stream, never at an empty record.
 
-The stream is read in chunks (memory is bounded by the chunk size plus the largest record), and each
-record is decoded into a *fresh* upb message: reusing one message grows memory about four-fold.
+Reading (`parse`): the stream is framed into blocks of FLUSH_ROWS records (memory is bounded by the
+block plus the largest record). Each block is validated by upb in one call (a 0x0A tag put before
+each frame makes the block one `repeated Node` message), and its `ops` columns are decoded from the
+wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field.
+A block upb refuses, or whose records the column decoder leaves to upb (groups, known fields under
+an unexpected wire type), is read record by record exactly as `parse_records` reads every file
+(each record decoded into a *fresh* upb message: reusing one grows memory about four-fold), so both
+give the same rows, warnings and errors, at the same record (tests/parsers/test_chakra_columns.py).
+Count limits, bound checks and collective rows are taken DECODE_ROWS nodes at a time in both.
 
 Row conventions (shared with chakra_json through `NodeRows`, so both formats give identical rows):
 
