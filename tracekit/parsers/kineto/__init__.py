@@ -95,6 +95,7 @@ from tracekit.parsers.kineto.events import (
 from tracekit.parsers.kineto.pairing import pair_annotations
 from tracekit.parsers.kineto.rows import Context, kernel_row, unit_row
 from tracekit.parsers.kineto.stream import EventStream
+from tracekit.sources import known_size
 
 FORMAT = "kineto"
 
@@ -105,9 +106,12 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Kineto trace: ops (every complete event) and collectives (each one once)."""
     meta = TraceMeta(format=FORMAT)
     checker = Checker(meta)
+    limit = whole_document_bytes()
     with source.open() as stream:
         reader = JsonChunks(stream)
-        data = reader.read_up_to(whole_document_bytes())
+        size = known_size(stream)
+        # A file known to be too long streams from its first chunk; a gzip, once `limit` is read.
+        data = reader.read_up_to(limit if size is None or size <= limit else 1)
         if not reader.eof:
             return _parse_pieces(EventStream(reader, data, checker), sink, meta, checker)
     trace = decode(data, checker)

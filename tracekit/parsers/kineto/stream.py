@@ -90,8 +90,16 @@ class EventStream:
             yield index, events
 
     def _cut(self, buf: bytearray, index: int) -> tuple[int, list[Event]] | None:
-        """(bytes consumed, events) of the longest piece of whole events cut at a `}, {`, or None."""
-        limit = len(buf)
+        """(bytes consumed, events) of a piece of whole events of about DOCUMENT_CHUNK bytes (the
+        longest within it, or within twice as many when none is), cut at a `}, {`; or None."""
+        span = limits.DOCUMENT_CHUNK
+        while True:
+            cut = self._cut_within(buf, min(span, len(buf)), index)
+            if cut is not None or span >= len(buf):
+                return cut
+            span *= 2
+
+    def _cut_within(self, buf: bytearray, limit: int, index: int) -> tuple[int, list[Event]] | None:
         for _ in range(_MAX_TRIES):
             brace = buf.rfind(b"}", 0, limit)
             if brace < 0:
