@@ -114,29 +114,45 @@ class JsonChunks:
         if not chunk:
             self.eof = True
             return b""
-        zero = chunk.find(0)
-        if zero >= 0:
-            where = f"byte offset {self.offset + zero}"
-            raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", where)
-        self.offset += len(chunk)
-        self._objects += chunk.count(b"{")
-        if self._objects > DENSE_OBJECTS and self.offset < self._objects * MIN_OBJECT_BYTES:
-            raise TraceError(
-                f"{self._objects:,} JSON objects in the first {self.offset:,} bytes, fewer than {MIN_OBJECT_BYTES} "
-                "bytes each (a trace's average 70 or more): refused before they are decoded",
-                f"byte offset {self.offset}",
-            )
+        self._check(chunk, 0, len(chunk))
         return chunk
 
-    def read_up_to(self, limit: int | None) -> bytearray:
-        """The document from here on, or its next `limit` bytes or so when it is longer (see `eof`)."""
+    def read_up_to(self, limit: int | None, size: int | None = None) -> bytearray:
+        """The document from here on, or its next `limit` bytes or so when it is longer (see `eof`).
+        `size`, the document's length when known, lets it be read in place, without copies."""
         data = bytearray()
+        readinto = getattr(self._stream, "readinto", None)
+        if size is not None and readinto is not None and (limit is None or size <= limit):
+            data = bytearray(size)
+            with memoryview(data) as view:
+                filled = 0
+                while filled < size and (got := readinto(view[filled : filled + DOCUMENT_CHUNK])):
+                    self._check(data, filled, got)
+                    filled += got
+            del data[filled:]
+            data += self.read()  # the end, or what the file grew by
         while limit is None or len(data) < limit:
             chunk = self.read()
             if not chunk:
                 break
             data += chunk
         return data
+
+    def _check(self, data: bytes | bytearray, start: int, length: int) -> None:
+        """Refuse the document at a NUL byte in data[start:start+length], or once it holds objects
+        out of all proportion to its size."""
+        zero = data.find(0, start, start + length)
+        if zero >= 0:
+            where = f"byte offset {self.offset + zero - start}"
+            raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", where)
+        self.offset += length
+        self._objects += data.count(b"{", start, start + length)
+        if self._objects > DENSE_OBJECTS and self.offset < self._objects * MIN_OBJECT_BYTES:
+            raise TraceError(
+                f"{self._objects:,} JSON objects in the first {self.offset:,} bytes, fewer than {MIN_OBJECT_BYTES} "
+                "bytes each (a trace's average 70 or more): refused before they are decoded",
+                f"byte offset {self.offset}",
+            )
 
 
 def memory_budget() -> int:

@@ -111,7 +111,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
         reader = JsonChunks(stream)
         size = known_size(stream)
         # A file known to be too long streams from its first chunk; a gzip, once `limit` is read.
-        data = reader.read_up_to(limit if size is None or size <= limit else 1)
+        data = reader.read_up_to(limit if size is None or size <= limit else 1, size)
         if not reader.eof:
             return _parse_pieces(EventStream(reader, data, checker), sink, meta, checker)
     trace = decode(data, checker)
