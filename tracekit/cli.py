@@ -165,13 +165,12 @@ def ingest(
 
 def _set_memory_budget(text: str) -> None:
     """--memory-budget: handed to the parse workers (local processes inherit it) by the environment."""
-    import os
+    from tracekit.parse import set_memory_budget
 
-    from tracekit.parsers.common.limits import MEMORY_BUDGET_ENV, parse_size
-
-    if parse_size(text) is None:
-        raise typer.BadParameter(f"{text!r} is no size (write e.g. 512M, 2G)", param_hint="--memory-budget")
-    os.environ[MEMORY_BUDGET_ENV] = text
+    try:
+        set_memory_budget(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--memory-budget") from None
 
 
 class _progress:

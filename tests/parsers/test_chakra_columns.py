@@ -34,7 +34,9 @@ def outcome(parse: Any, source: Any) -> tuple[Any, ...]:
 
 
 def assert_same(source: Any) -> tuple[Any, ...]:
-    columns = outcome(chakra_et.parse, source)
+    """The column path (on blocks of any size) and the record path agree on `source`."""
+    with mock.patch.object(chakra_et, "COLUMN_MIN_RECORDS", 1):
+        columns = outcome(chakra_et.parse, source)
     records = outcome(chakra_et.parse_records, source)
     assert columns[0] == records[0], (columns, records)
     if columns[0] == "error":
@@ -136,6 +138,13 @@ def test_damaged_streams_fail_alike(records: list[bytes], garbage: bytes, cut: i
     with mock.patch.multiple(chakra_et, FLUSH_ROWS=8, DECODE_ROWS=4, CHUNK_SIZE=16, BLOCK_CHUNKS=1):
         assert_same(BytesSource(data[:at] + garbage + data[at:], "x", "x.et"))
         assert_same(BytesSource(data[:at], "x", "x.et"))
+
+
+def test_small_blocks_go_record_by_record() -> None:
+    data = b"".join(record(et_def_pb2.Node(id=i, name="n", type="COMP_NODE").SerializeToString()) for i in range(10))
+    with mock.patch.object(chakra_et, "decode_nodes", side_effect=AssertionError("column path")):
+        sink = MemorySink()
+        assert chakra_et.parse(BytesSource(data, "x", "x.et"), sink).node_count == 10
 
 
 def test_untyped_refusal_at_the_same_record() -> None:

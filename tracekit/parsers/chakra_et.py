@@ -69,6 +69,10 @@ FLUSH_ROWS = 65_536
 # Nodes decoded before they become columns: bounds the memory held in upb messages.
 DECODE_ROWS = 4_096
 COLLECTIVE_FLUSH_ROWS = 8_192
+# Blocks of fewer records are read record by record: the column path's fixed cost (a few dozen
+# numpy and Arrow calls) outweighs its gain below about a thousand records (a fleet's rank files
+# hold a few dozen).
+COLUMN_MIN_RECORDS = 1_024
 
 NODE_TYPE_NAMES: dict[int, str] = dict(
     (value.number, value.name) for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["NodeType"].values
@@ -715,8 +719,9 @@ _NODE_BLOCK = _node_block_class()
 
 def _read_block(rows: NodeRows, block: Block) -> None:
     """One block of Node records: validated by upb in one call, columns from chakra_columns; a
-    block upb refuses, or that the column decoder leaves to upb, goes record by record."""
-    if not block.frames:
+    small block, one upb refuses, or one the column decoder leaves to upb goes record by record."""
+    if len(block.frames) < COLUMN_MIN_RECORDS:
+        _read_records(rows, block, None)
         return
     frames = np.asarray(block.frames, dtype=np.int64)
     low = int(frames[0])
