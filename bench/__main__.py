@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import bench.fleet  # noqa: F401 - registers its stages
+import bench.parsers  # noqa: F401 - registers its stages
 import bench.tools  # noqa: F401 - registers its stages
 from bench.suite import STAGES, Context, print_header, print_rows
 

@@ -106,6 +106,14 @@ def ingest(
             metavar="WHERE",
         ),
     ] = None,
+    memory_budget: Annotated[
+        str | None,
+        typer.Option(
+            help="Memory one file's parse may take, e.g. 2G (default: $TRACEKIT_MEMORY_BUDGET, else a quarter "
+            "of RAM). A Kineto trace longer than a fifth of it is read in pieces of whole events.",
+            metavar="SIZE",
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a job lacks ranks, too.")] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary; errors and warnings only.")
@@ -127,6 +135,8 @@ def ingest(
     from tracekit.ingest import ingest as run_ingest
 
     console = Console(stderr=True)
+    if memory_budget is not None:
+        _set_memory_budget(memory_budget)
     try:
         with _progress(console, quiet) as progress:
             report = run_ingest(
@@ -151,6 +161,16 @@ def ingest(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not report.ok or (strict and not report.complete):
         raise typer.Exit(EXIT_INPUT_ERRORS)
+
+
+def _set_memory_budget(text: str) -> None:
+    """--memory-budget: handed to the parse workers (local processes inherit it) by the environment."""
+    from tracekit.parse import set_memory_budget
+
+    try:
+        set_memory_budget(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--memory-budget") from None
 
 
 class _progress:

@@ -32,3 +32,18 @@ def parse_file(path: str | Path | None = None, *, data: bytes | None = None, nam
     sink = MemorySink()
     fmt, meta = read_trace(source, sink)
     return ParsedTrace(fmt, meta, sink.table("ops"), sink.table("collectives"))
+
+
+def set_memory_budget(size: str | int) -> int:
+    """Set the memory one file's parse may take, in this process and the parse workers it starts
+    (TRACEKIT_MEMORY_BUDGET): bytes, or text such as "512M" or "2G". A JSON trace longer than a fifth
+    of it is read in pieces (Kineto). Returns the budget in bytes; ValueError for no size."""
+    import os
+
+    from tracekit.parsers.common.limits import MEMORY_BUDGET_ENV, parse_size
+
+    value = parse_size(str(size))
+    if value is None:
+        raise ValueError(f"{size!r} is no size (write e.g. 512M, 2G)")
+    os.environ[MEMORY_BUDGET_ENV] = str(value)
+    return value

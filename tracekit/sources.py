@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,16 @@ def _open_content(raw: IO[bytes], stored_size: int, name: str) -> IO[bytes]:
         raw.close()
         raise TraceError("named .gz but is not gzip (no 1f 8b magic)", "byte 0")
     return raw
+
+
+def known_size(stream: IO[bytes]) -> int | None:
+    """The content size of an opened source, when known without reading it: a plain file or bytes
+    (a gzip's content size is known only once inflated)."""
+    if isinstance(stream, io.BytesIO):
+        return stream.getbuffer().nbytes
+    if isinstance(stream, io.BufferedReader) and isinstance(stream.raw, io.FileIO):
+        return os.fstat(stream.fileno()).st_size
+    return None
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,15 @@ directly with a `Node`; every later record is a `Node`. There is no header, trai
 zero-length record is valid (an all-default Node, or an empty GlobalMetadata when first), so the
 reader stops only at the true end of the stream, never at an empty record.
 
-The stream is read in chunks (memory is bounded by the chunk size plus the largest record), and each
-record is decoded into a *fresh* upb message: reusing one message grows memory about four-fold.
+Reading (`parse`): the stream is framed into blocks of FLUSH_ROWS records (memory is bounded by the
+block plus the largest record). Each block is validated by upb in one call (a 0x0A tag put before
+each frame makes the block one `repeated Node` message), and its `ops` columns are decoded from the
+wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field.
+A block upb refuses, or whose records the column decoder leaves to upb (groups, known fields under
+an unexpected wire type), is read record by record exactly as `parse_records` reads every file
+(each record decoded into a *fresh* upb message: reusing one grows memory about four-fold), so both
+give the same rows, warnings and errors, at the same record (tests/parsers/test_chakra_columns.py).
+Count limits, bound checks and collective rows are taken DECODE_ROWS nodes at a time in both.
 
 Row conventions (shared with chakra_json through `NodeRows`, so both formats give identical rows):
 
@@ -35,14 +42,16 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the registry)
 from google.protobuf.message import DecodeError  # noqa: TID253
 
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
+from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
@@ -53,11 +62,17 @@ from tracekit.schema import arrow_schema
 FORMAT = "chakra_et"
 
 CHUNK_SIZE = 1 << 20
+# The column path reads blocks of records in chunks of this many CHUNK_SIZE.
+BLOCK_CHUNKS = 8
 MAX_VARINT_BYTES = 10
 FLUSH_ROWS = 65_536
 # Nodes decoded before they become columns: bounds the memory held in upb messages.
 DECODE_ROWS = 4_096
 COLLECTIVE_FLUSH_ROWS = 8_192
+# Blocks of fewer records are read record by record: the column path's fixed cost (a few dozen
+# numpy and Arrow calls) outweighs its gain below about a thousand records (a fleet's rank files
+# hold a few dozen).
+COLUMN_MIN_RECORDS = 1_024
 
 NODE_TYPE_NAMES: dict[int, str] = dict(
     (value.number, value.name) for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["NodeType"].values
@@ -183,6 +198,101 @@ def _fill(
         have += len(more)
     shift = start
     return b"".join(parts), base + shift, pos - shift, end - shift
+
+
+class Block:
+    """Whole records framed in `data`: frame starts, the stream offset of data[0], the index of the
+    first record, and the framing error found right after the last one (raised once they are read)."""
+
+    __slots__ = ("base", "data", "end", "error", "frames", "index")
+
+    def __init__(self, data: bytes, frames: list[int], base: int, index: int, end: int, error: TraceError | None):
+        self.data, self.frames, self.base, self.index, self.end, self.error = data, frames, base, index, end, error
+
+    def offset(self, i: int) -> int:
+        return self.base + self.frames[i]
+
+    def payload(self, i: int) -> bytes:
+        length, body = decode_varint(self.data, self.frames[i])
+        return self.data[body : body + length]
+
+
+class BlockReader:
+    """Frames a stream into blocks of whole records (`read(limit)`), reading `chunk_size` bytes at a
+    time: memory is bounded by the chunk, the block and the largest record. Framing errors are the
+    ones `iter_records` raises, at the same record and byte offset."""
+
+    def __init__(self, stream: IO[bytes], chunk_size: int) -> None:
+        self._read = stream.read
+        self._chunk = chunk_size
+        self._data = b""
+        self._pos = 0  # next unframed byte of _data
+        self._base = 0  # stream offset of _data[0]
+        self._index = 0  # record index of the record at _pos
+        self._eof = False
+        self._done = False
+
+    def rewind(self, block: Block) -> None:
+        """Frame `block`'s records again on the next read (its bytes are still held)."""
+        if block.frames:
+            self._pos = block.frames[0] + block.base - self._base
+            self._index = block.index
+            self._done = False
+
+    def read(self, limit: int) -> Block | None:
+        """Up to `limit` whole records; fewer only at the end of the stream or before a framing error."""
+        if self._done:
+            return None
+        frames: list[int] = []
+        while True:
+            need, error = self._frame(frames, limit)
+            if error is not None or len(frames) >= limit or (self._eof and self._pos >= len(self._data)):
+                index = self._index
+                self._index += len(frames)
+                self._done = error is not None or (self._eof and self._pos >= len(self._data))
+                if not frames and error is None:
+                    return None
+                return Block(self._data, frames, self._base, index, self._pos, error)
+            keep = frames[0] if frames else self._pos
+            more = self._read(max(self._chunk, need - len(self._data)))
+            if not more:
+                self._eof = True
+                continue
+            self._data = self._data[keep:] + more
+            self._base += keep
+            self._pos -= keep
+            frames[:] = [f - keep for f in frames]
+
+    def _frame(self, frames: list[int], limit: int) -> tuple[int, TraceError | None]:
+        """Frame records from _pos into `frames`: (bytes of _data needed to go on, error)."""
+        data, pos, eof = self._data, self._pos, self._eof
+        n = len(data)
+        room = limit - len(frames)
+        append = frames.append
+        try:
+            while room and pos < n:
+                first = data[pos]
+                if first < 0x80:
+                    length, body = first, pos + 1
+                elif pos + 1 < n and data[pos + 1] < 0x80:
+                    length, body = (first & 0x7F) | (data[pos + 1] << 7), pos + 2
+                elif not eof and n - pos < MAX_VARINT_BYTES:
+                    return pos + MAX_VARINT_BYTES, None
+                else:
+                    length, body = _frame_length(data, pos, self._index + len(frames), self._base)
+                end = body + length
+                if end > n:
+                    if eof:
+                        return 0, _truncated(self._index + len(frames), self._base + pos, length, n - body)
+                    return end, None
+                append(pos)
+                pos = end
+                room -= 1
+            return 0, None
+        except TraceError as exc:
+            return 0, exc
+        finally:
+            self._pos = pos
 
 
 def _truncated(index: int, offset: int, length: int, available: int) -> TraceError:
@@ -367,6 +477,94 @@ class NodeRows:
         columns["duration_us"] = pa.array([float(n.duration_micros) for n in nodes], pa.float64())
         return columns
 
+    @property
+    def node_total(self) -> int:
+        """Nodes read so far (flushed and pending)."""
+        return self.meta.node_count + len(self.pending)
+
+    def add_columns(
+        self,
+        buf: np.ndarray,
+        columns: NodeColumns,
+        nodes: Any,
+        place: Callable[[int], str],
+        final: bool,
+    ) -> bool:
+        """Rows of a block decoded column-wise (`nodes`: the same records as upb messages, read only
+        for communication and metadata nodes). The count limit, the bound checks and the special
+        nodes are taken DECODE_ROWS nodes at a time, as `flush` takes them, so that warnings and
+        errors are the same; a trailing partial group waits for the end of the stream (`final`).
+        False (nothing done) when the block cannot be held as Arrow columns."""
+        count = len(columns.ids)
+        arrays = self._column_arrays(buf, columns)
+        if arrays is None:
+            return False
+        types = columns.types
+        untyped = np.cumsum(types == 0)
+        special = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES)).tolist()
+        bad_ids = set(np.flatnonzero(columns.ids > _INT64_HIGH).tolist())
+        bad_ctrl = _out_of_bounds(columns.ctrl_offsets, columns.ctrl_values)
+        bad_data = _out_of_bounds(columns.data_offsets, columns.data_values)
+        checker, step = self.checker, self.decode_rows
+        low = 0
+        while low < count:
+            high = min(count, low + step - self.node_total % step)
+            if high - low < step - self.node_total % step and not final:
+                break  # a framing error follows: the record-by-record path never flushes these
+            self.meta.node_count += high - low
+            try:
+                self._untyped.add(high - low, int(untyped[high - 1] - (untyped[low - 1] if low else 0)))
+                for i in sorted(b for b in bad_ids if low <= b < high):
+                    checker.bounded(int(columns.ids[i]), "op_id", INT64, f"node id {columns.ids[i]}")
+                for field, bad, offsets, values in (
+                    ("ctrl_deps", bad_ctrl, columns.ctrl_offsets, columns.ctrl_values),
+                    ("data_deps", bad_data, columns.data_offsets, columns.data_values),
+                ):
+                    for i in (b for b in bad if low <= b < high):
+                        checker.note(
+                            field,
+                            f"holds an id out of bounds [{INT64.low}, {INT64.high}]",
+                            values[offsets[i] : offsets[i + 1]].tolist(),
+                            f"node id {columns.ids[i]}",
+                        )
+                for i in (s for s in special if low <= s < high):
+                    self._special(nodes[i], int(types[i]))
+            except TraceError as exc:
+                if exc.where is None:
+                    exc.where = place(high - 1)
+                raise
+            low = high
+        if low:
+            chunk = arrays if low == count else {name: array.slice(0, low) for name, array in arrays.items()}
+            self._chunks.append(chunk)
+            self._chunk_rows += low
+            if self._chunk_rows >= self.flush_rows:
+                self._write_ops()
+        return True
+
+    def _column_arrays(self, buf: np.ndarray, c: NodeColumns) -> dict[str, pa.Array] | None:
+        """The ops columns of a decoded block (ids and dependencies beyond int64 null), or None when
+        its names or dependencies outgrow 32-bit Arrow offsets."""
+        offsets, text = gather(buf, c.name_starts, c.name_ends)
+        if offsets[-1] > _OFFSET_HIGH or len(c.ctrl_values) > _OFFSET_HIGH or len(c.data_values) > _OFFSET_HIGH:
+            return None
+        count = len(c.ids)
+        if (c.ids > _INT64_HIGH).any():
+            ids = pa.array([None if v > INT64.high else v for v in c.ids.tolist()], pa.int64())
+        else:
+            ids = pa.array(c.ids.astype(np.int64))
+        codes, inverse = np.unique(c.types, return_inverse=True)
+        labels = pa.array([_TYPE_NAMES[int(code)] for code in codes], pa.string())
+        return {
+            "op_id": ids,
+            "name": pa.StringArray.from_buffers(count, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text)),
+            "type": labels.take(pa.array(inverse.astype(np.int64))),
+            "ctrl_deps": _id_lists(c.ctrl_offsets, c.ctrl_values),
+            "data_deps": _id_lists(c.data_offsets, c.data_values),
+            "start_us": pa.array(c.starts.astype(np.float64), mask=c.starts == 0),
+            "duration_us": pa.array(c.durations.astype(np.float64)),
+        }
+
     def _write_ops(self) -> None:
         chunks, count = self._chunks, self._chunk_rows
         if not count:
@@ -408,6 +606,30 @@ class _TypeNames(dict[int, str]):
 
 _TYPE_NAMES = _TypeNames(NODE_TYPE_NAMES)
 _SPECIAL_NODE_TYPES = frozenset((METADATA_NODE, *_COMM_NODE_TYPES))
+
+
+_SPECIAL_TYPE_CODES = np.array(sorted(_SPECIAL_NODE_TYPES), dtype=np.int64)
+_INT64_HIGH = np.uint64(INT64.high)
+_OFFSET_HIGH = (1 << 31) - 1
+
+
+def _out_of_bounds(offsets: np.ndarray, values: np.ndarray) -> list[int]:
+    """The records whose id list holds a value beyond int64."""
+    bad = np.flatnonzero(values > _INT64_HIGH)
+    if not bad.size:
+        return []
+    return np.unique(np.searchsorted(offsets, bad, side="right") - 1).tolist()
+
+
+def _id_lists(offsets: np.ndarray, values: np.ndarray) -> pa.Array:
+    """A list<int64> column; a list holding an id beyond int64 is null (its record is noted)."""
+    bad = _out_of_bounds(offsets, values)
+    if not bad:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values.astype(np.int64)))
+    lists: list[list[int] | None] = [values[offsets[i] : offsets[i + 1]].tolist() for i in range(len(offsets) - 1)]
+    for i in bad:
+        lists[i] = None
+    return pa.array(lists, pa.list_(pa.int64()))
 
 
 def _where(node: Any) -> str:
@@ -464,8 +686,120 @@ def _int_attr(attrs: dict[str, Any], name: str) -> int | None:
 # Parser
 
 
+def _node_block_class() -> Any:
+    """`message NodeBlock { repeated Node nodes = 1; }`: a block of .et records with a 0x0A tag
+    put before each frame is one such message, which upb parses (and validates) in one call."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    pool = descriptor_pool.Default()
+    try:
+        descriptor = pool.FindMessageTypeByName("ChakraProtoMsg.TracekitNodeBlock")
+    except KeyError:
+        proto = descriptor_pb2.FileDescriptorProto(
+            name="tracekit_node_block.proto",
+            package="ChakraProtoMsg",
+            syntax="proto3",
+            dependency=[et_def_pb2.DESCRIPTOR.name],
+        )
+        message = proto.message_type.add(name="TracekitNodeBlock")
+        message.field.add(
+            name="nodes",
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+            type_name=".ChakraProtoMsg.Node",
+        )
+        pool.AddSerializedFile(proto.SerializeToString())
+        descriptor = pool.FindMessageTypeByName("ChakraProtoMsg.TracekitNodeBlock")
+    return message_factory.GetMessageClass(descriptor)
+
+
+_NODE_BLOCK = _node_block_class()
+
+
+def _read_block(rows: NodeRows, block: Block) -> None:
+    """One block of Node records: validated by upb in one call, columns from chakra_columns; a
+    small block, one upb refuses, or one the column decoder leaves to upb goes record by record."""
+    if len(block.frames) < COLUMN_MIN_RECORDS:
+        _read_records(rows, block, None)
+        return
+    frames = np.asarray(block.frames, dtype=np.int64)
+    low = int(frames[0])
+    segment = np.frombuffer(block.data, np.uint8, count=block.end - low, offset=low)
+    starts = frames - low
+    lengths, bodies = varints(segment, starts)
+    try:
+        nodes = _NODE_BLOCK.FromString(np.insert(segment, starts, 0x0A).tobytes()).nodes
+    except DecodeError:
+        _read_records(rows, block, None)  # raises at the record upb refuses
+        return
+    padded = np.concatenate((segment, np.zeros(16, np.uint8)))
+    columns = decode_nodes(padded, bodies, bodies + lengths.astype(np.int64))
+    if columns is None or not rows.add_columns(
+        padded, columns, nodes, lambda i: where(block.index + i, block.offset(i)), final=block.error is None
+    ):
+        _read_records(rows, block, nodes)
+
+
+def _read_records(rows: NodeRows, block: Block, nodes: Any) -> None:
+    """A block record by record, as `parse_records` reads it (decoded here unless `nodes` holds them)."""
+    node_from = et_def_pb2.Node.FromString
+    for i in range(len(block.frames)):
+        if nodes is not None:
+            node = nodes[i]
+        else:
+            try:
+                node = node_from(block.payload(i))
+            except DecodeError as exc:
+                raise TraceError(f"cannot decode Node: {exc}", where(block.index + i, block.offset(i))) from exc
+        rows.pending.append(node)
+        if len(rows.pending) >= rows.decode_rows:
+            try:
+                rows.flush()
+            except TraceError as exc:
+                if exc.where is None:
+                    exc.where = where(block.index + i, block.offset(i))
+                raise
+
+
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
-    """Read one .et file (gzip handled by the source) into `sink`; see the module docstring."""
+    """Read one .et file (gzip handled by the source) into `sink`; see the module docstring.
+
+    Blocks of FLUSH_ROWS records are validated by upb in one call and turned into columns by the
+    column-wise decoder (tracekit.parsers.chakra_columns); a block that upb refuses, or whose
+    records the decoder leaves to upb, goes record by record as `parse_records` reads it, so both
+    give the same rows, warnings and errors (at the same record).
+    """
+    rows = NodeRows(sink, FORMAT, FLUSH_ROWS, DECODE_ROWS)
+    with source.open() as stream:
+        reader = BlockReader(stream, BLOCK_CHUNKS * CHUNK_SIZE)
+        block_nodes = rows.flush_rows  # a block is one ops batch: flushed where parse_records flushes
+        first = reader.read(1)
+        if first is None:
+            return rows.finish()
+        last = (0, first.offset(0) if first.frames else 0)
+        try:
+            if first.frames and not _first_record_is_node(first.payload(0)):
+                rows.add_metadata(_decode(et_def_pb2.GlobalMetadata.FromString, first.payload(0), 0, last[1]))
+            else:
+                reader.rewind(first)
+            if first.error is not None:
+                raise first.error
+            while (block := reader.read(block_nodes - rows.node_total % block_nodes)) is not None:
+                if block.frames:
+                    last = (block.index + len(block.frames) - 1, block.offset(len(block.frames) - 1))
+                _read_block(rows, block)
+                if block.error is not None:
+                    raise block.error
+            return rows.finish()
+        except TraceError as exc:
+            if exc.where is None:  # a count limit of NodeRows: the place is the last record read
+                exc.where = where(*last)
+            raise
+
+
+def parse_records(source: Source, sink: BatchSink) -> TraceMeta:
+    """`parse` one record at a time through upb messages (the reference the column path matches)."""
     rows = NodeRows(sink, FORMAT, FLUSH_ROWS, DECODE_ROWS)
     node_from = et_def_pb2.Node.FromString
     pending = rows.pending

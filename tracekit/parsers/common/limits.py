@@ -31,6 +31,10 @@ Each limit below is far beyond what any real trace holds; past it a file is a Tr
 * JSON nesting. The decoders (msgspec, json) recurse once per level and stop at the interpreter's
   recursion limit (1,000 frames by default); traces nest fewer than 10 levels. Their RecursionError
   becomes `too_deep()`. Code that walks a decoded value recursively stops at MAX_WALK_DEPTH.
+* Memory. A JSON document is decoded whole only while it is at most 1/WHOLE_DOCUMENT_FACTOR of the
+  memory budget (`memory_budget`: TRACEKIT_MEMORY_BUDGET, `tracekit ingest --memory-budget`, else
+  a quarter of RAM); a longer Kineto trace is read incrementally (tracekit.parsers.kineto.stream),
+  its traceEvents in pieces of whole events, with the same guards chunk by chunk.
 * Decompressed size: tracekit.sources refuses a gzip that inflates beyond 200x its stored size
   (and beyond 256 MiB). The counts above refuse zero-filled content long before that; the
   inflation limit bounds what any reader can be made to read when the content itself looks valid
@@ -39,7 +43,8 @@ Each limit below is far beyond what any real trace holds; past it a file is a Tr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import IO, TYPE_CHECKING
 
 from tracekit.parsers.base import TraceError
 
@@ -54,6 +59,9 @@ MAX_WALK_DEPTH = 32
 DOCUMENT_CHUNK = 16 << 20
 DENSE_OBJECTS = 1_000_000
 MIN_OBJECT_BYTES = 16
+MEMORY_BUDGET_ENV = "TRACEKIT_MEMORY_BUDGET"
+WHOLE_DOCUMENT_FACTOR = 5
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 class UntypedRecords:
@@ -84,20 +92,100 @@ def too_deep() -> TraceError:
 def read_json_document(source: Source) -> bytearray:
     """The whole (decompressed) content of a JSON document file, refused at the first NUL byte or
     once it holds objects out of all proportion to its size (see the module docstring)."""
-    data = bytearray()
-    objects = 0
     with source.open() as stream:
-        while chunk := stream.read(DOCUMENT_CHUNK):
-            zero = chunk.find(0)
-            if zero >= 0:
-                offset = len(data) + zero
-                raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", f"byte offset {offset}")
-            data += chunk
-            objects += chunk.count(b"{")
-            if objects > DENSE_OBJECTS and len(data) < objects * MIN_OBJECT_BYTES:
-                raise TraceError(
-                    f"{objects:,} JSON objects in the first {len(data):,} bytes, fewer than {MIN_OBJECT_BYTES} "
-                    "bytes each (a trace's average 70 or more): refused before they are decoded",
-                    f"byte offset {len(data)}",
-                )
+        reader = JsonChunks(stream)
+        data = reader.read_up_to(None)
     return data
+
+
+class JsonChunks:
+    """Reads a JSON document in DOCUMENT_CHUNK pieces with the guards above: refused at the first NUL
+    byte, or once it holds objects out of all proportion to its size, counted chunk by chunk."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.offset = 0  # bytes read so far
+        self._objects = 0
+        self.eof = False
+
+    def read(self, size: int | None = None) -> bytes:
+        """The next piece of `size` bytes (default DOCUMENT_CHUNK; b"" at the end), checked."""
+        chunk = self._stream.read(size or DOCUMENT_CHUNK)
+        if not chunk:
+            self.eof = True
+            return b""
+        self._check(chunk, 0, len(chunk))
+        return chunk
+
+    def read_up_to(self, limit: int | None, size: int | None = None) -> bytearray:
+        """The document from here on, or its next `limit` bytes or so when it is longer (see `eof`).
+        `size`, the document's length when known, lets it be read in place, without copies."""
+        data = bytearray()
+        readinto = getattr(self._stream, "readinto", None)
+        if size is not None and readinto is not None and (limit is None or size <= limit):
+            data = bytearray(size)
+            with memoryview(data) as view:
+                filled = 0
+                while filled < size and (got := readinto(view[filled : filled + DOCUMENT_CHUNK])):
+                    self._check(data, filled, got)
+                    filled += got
+            del data[filled:]
+            data += self.read()  # the end, or what the file grew by
+        while limit is None or len(data) < limit:
+            chunk = self.read()
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def _check(self, data: bytes | bytearray, start: int, length: int) -> None:
+        """Refuse the document at a NUL byte in data[start:start+length], or once it holds objects
+        out of all proportion to its size."""
+        zero = data.find(0, start, start + length)
+        if zero >= 0:
+            where = f"byte offset {self.offset + zero - start}"
+            raise TraceError("NUL byte in a JSON document: zero-filled or corrupt data", where)
+        self.offset += length
+        self._objects += data.count(b"{", start, start + length)
+        if self._objects > DENSE_OBJECTS and self.offset < self._objects * MIN_OBJECT_BYTES:
+            raise TraceError(
+                f"{self._objects:,} JSON objects in the first {self.offset:,} bytes, fewer than {MIN_OBJECT_BYTES} "
+                "bytes each (a trace's average 70 or more): refused before they are decoded",
+                f"byte offset {self.offset}",
+            )
+
+
+def memory_budget() -> int:
+    """Bytes one parse may hold: TRACEKIT_MEMORY_BUDGET (bytes, or with a K/M/G suffix: 1.5G), else
+    a quarter of the machine's RAM. `tracekit ingest --memory-budget` sets it for its workers."""
+    text = os.environ.get(MEMORY_BUDGET_ENV, "").strip()
+    if text:
+        value = parse_size(text)
+        if value is not None:
+            return value
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def parse_size(text: str) -> int | None:
+    """A byte count written as 123, 64K, 512M, 1.5G or 2T (binary units); None if it is none."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1
+    if text and text[-1] in _UNITS:
+        scale = _UNITS[text[-1]]
+        text = text[:-1]
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not value > 0 or value * scale > 1 << 62:
+        return None
+    return int(value * scale)
+
+
+def whole_document_bytes() -> int:
+    """The largest JSON document decoded whole: decoding holds about WHOLE_DOCUMENT_FACTOR times the
+    document; a longer one is read incrementally (Kineto)."""
+    return memory_budget() // WHOLE_DOCUMENT_FACTOR

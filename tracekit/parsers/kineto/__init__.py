@@ -62,9 +62,13 @@ complete event (ph "X"; metadata events may carry ts 0) happened at baseTimeNano
 µs, UTC. Without that key the `ts` origin is unknown (older traces write absolute epoch µs, but
 nothing in the file says so), and started_at is None.
 
+Memory: a document up to a fifth of the memory budget (tracekit.parsers.common.limits) is decoded at
+once (peak ~5x the JSON size); a longer one is read in pieces of whole events
+(tracekit.parsers.kineto.stream), ops written piece by piece, and only the events the collective
+logic reads are kept (kernel launches as their correlation, time and thread): the same rows.
+
 Known gaps: 'B'/'E' duration pairs are not turned into ops (Kineto writes 'X'); kernels whose
-launch is missing and whose External id matches no anchor are not matched by stream order; the
-whole document is decoded at once (peak memory ~5x the JSON size), not streamed.
+launch is missing and whose External id matches no anchor are not matched by stream order.
 """
 
 from __future__ import annotations
@@ -73,13 +77,25 @@ import math
 from typing import Any
 
 from tracekit.parsers.base import BatchSink, Source, TraceMeta
-from tracekit.parsers.common.limits import read_json_document
+from tracekit.parsers.common.limits import JsonChunks, whole_document_bytes
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import Checker
-from tracekit.parsers.kineto.decode import Event, decode, event_args, read_meta
-from tracekit.parsers.kineto.events import Spans, Unit, anchor_units, assign_kernels, classify, consume_c10d_ops
+from tracekit.parsers.kineto.decode import Event, decode, detached, event_args, first_complete_ts, read_meta
+from tracekit.parsers.kineto.events import (
+    Candidates,
+    Events,
+    Launches,
+    Spans,
+    Unit,
+    anchor_units,
+    assign_kernels,
+    classify,
+    consume_c10d_ops,
+)
 from tracekit.parsers.kineto.pairing import pair_annotations
 from tracekit.parsers.kineto.rows import Context, kernel_row, unit_row
+from tracekit.parsers.kineto.stream import EventStream
+from tracekit.sources import known_size
 
 FORMAT = "kineto"
 
@@ -90,22 +106,67 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Kineto trace: ops (every complete event) and collectives (each one once)."""
     meta = TraceMeta(format=FORMAT)
     checker = Checker(meta)
-    data = read_json_document(source)
+    limit = whole_document_bytes()
+    with source.open() as stream:
+        reader = JsonChunks(stream)
+        size = known_size(stream)
+        # A file known to be too long streams from its first chunk; a gzip, once `limit` is read.
+        data = reader.read_up_to(limit if size is None or size <= limit else 1, size)
+        if not reader.eof:
+            return _parse_pieces(EventStream(reader, data, checker), sink, meta, checker)
     trace = decode(data, checker)
     del data
     events = trace.traceEvents or []
     read_meta(trace, meta, checker)
     complete = [i for i, e in enumerate(events) if e.ph == "X"]
     _write_ops(events, complete, sink, checker)
-    buffer = CollectiveBuffer(sink)
-    for row in collective_rows(events, complete, Context(events, meta.process_groups, checker)):
-        buffer.append(finished(row, checker, f"traceEvents[{row.op_id}]"))
-    buffer.flush()
+    _write_collectives(collective_rows(events, complete, Context(events, meta.process_groups, checker)), sink, checker)
     return meta
 
 
-def collective_rows(events: list[Event], complete: list[int], ctx: Context) -> list[CollectiveRow]:
-    found = classify(events, complete)
+def _write_collectives(rows: list[CollectiveRow], sink: BatchSink, checker: Checker) -> None:
+    buffer = CollectiveBuffer(sink)
+    for row in rows:
+        buffer.append(finished(row, checker, f"traceEvents[{row.op_id}]"))
+    buffer.flush()
+
+
+def _parse_pieces(stream: EventStream, sink: BatchSink, meta: TraceMeta, checker: Checker) -> TraceMeta:
+    """A trace too long to decode whole (tracekit.parsers.kineto.stream): ops are written piece by
+    piece, and only the events the collective logic reads are kept (launches as a few numbers)."""
+    kept: dict[int, Event] = {}
+    found = Candidates()
+    launches = Launches()
+    count, first_ts = 0, None
+    for base, events in stream.pieces():
+        complete = [i for i, e in enumerate(events) if e.ph == "X"]
+        _write_ops(events, complete, sink, checker, base)
+        piece_first = first_complete_ts(events)
+        if piece_first is not None and (first_ts is None or piece_first < first_ts):
+            first_ts = piece_first
+        local = classify(events, complete)
+        for name in ("kernels", "anchors", "annotations", "c10d_ops"):
+            into = getattr(found, name)
+            for i in getattr(local, name):
+                kept[base + i] = detached(events[i])
+                into.append(base + i)
+        for i in local.launches:
+            launches.add(base + i, events[i])
+        count += len(events)
+    assert stream.top is not None  # set once the pieces are read
+    read_meta(stream.top, meta, checker, count, first_ts)
+    found.launches = launches.keep(kept, found.kernels)
+    _write_collectives(collective_rows(kept, [], Context(kept, meta.process_groups, checker), found), sink, checker)
+    return meta
+
+
+def collective_rows(
+    events: Events, complete: list[int], ctx: Context, found: Candidates | None = None
+) -> list[CollectiveRow]:
+    """Each collective once, from the events (or, read in pieces, the `found` candidates among them)."""
+    if found is None:
+        assert isinstance(events, list)  # read whole
+        found = classify(events, complete)
     units, loose_annotations = anchor_units(events, found)
     for i in loose_annotations:
         units[i] = Unit(i, "annotation", event_args(events[i]))
@@ -149,7 +210,7 @@ def collective_rows(events: list[Event], complete: list[int], ctx: Context) -> l
     return rows
 
 
-def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker) -> None:
+def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker, base: int = 0) -> None:
     import pyarrow as pa
 
     from tracekit.schema import arrow_schema
@@ -159,25 +220,27 @@ def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Che
         chunk = complete[lo : lo + OPS_BATCH_ROWS]
         evs = [events[i] for i in chunk]
         given = {
-            "op_id": pa.array(chunk, pa.int64()),
+            "op_id": pa.array(chunk, pa.int64()) if not base else pa.array([base + i for i in chunk], pa.int64()),
             "name": pa.array([e.name for e in evs], pa.string()),
             "type": pa.array([e.cat for e in evs], pa.string()),
-            "start_us": pa.array(_finite([e.ts for e in evs], chunk, "ts", checker), pa.float64()),
-            "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker), pa.float64()),
+            "start_us": pa.array(_finite([e.ts for e in evs], chunk, "ts", checker, base), pa.float64()),
+            "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker, base), pa.float64()),
         }
         n = len(chunk)
         arrays = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in schema]
         sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=schema))
 
 
-def _finite(values: list[float | None], chunk: list[int], field: str, checker: Checker) -> list[float | None]:
+def _finite(
+    values: list[float | None], chunk: list[int], field: str, checker: Checker, base: int = 0
+) -> list[float | None]:
     """Times that are not finite (1e999 decodes to inf) become null, with a warning."""
     if math.isfinite(sum(filter(None, values))):
         return values  # the common case, in one C-level pass (a sum that overflows is checked below)
     out: list[float | None] = []
     for index, value in zip(chunk, values, strict=True):
         if value is not None and not math.isfinite(value):
-            checker.note(field, "is not a finite number", value, f"traceEvents[{index}]")
+            checker.note(field, "is not a finite number", value, f"traceEvents[{base + index}]")
             value = None
         out.append(value)
     return out

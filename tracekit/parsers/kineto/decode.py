@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -32,6 +32,17 @@ class Event(msgspec.Struct, gc=False):
     ts: float | None = None
     dur: float | None = None
     args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class Events(Protocol):
+    """Events by their index in traceEvents: the list, or (a trace read in pieces) the kept ones."""
+
+    def __getitem__(self, index: int, /) -> Event: ...
+
+
+def detached(ev: Event) -> Event:
+    """`ev` holding its own copy of its args (a Raw otherwise keeps its whole piece alive)."""
+    return msgspec.structs.replace(ev, args=msgspec.Raw(bytes(ev.args)))
 
 
 class Trace(msgspec.Struct):
@@ -93,8 +104,22 @@ def _decode_tolerant(data: bytes | bytearray, checker: Checker) -> Trace:
         raise TraceError("no traceEvents list in the Kineto trace", "traceEvents")
     if not isinstance(raw_events, list):
         raise TraceError(f"traceEvents is a {type(raw_events).__name__}, not a list", "traceEvents")
+    events = coerce_events(raw_events, checker)
+    dist = doc.get("distributedInfo")
+    base = doc.get("baseTimeNanoseconds")
+    version = doc.get("schemaVersion")
+    return Trace(
+        traceEvents=events,
+        schemaVersion=version if isinstance(version, int | float | str) and not isinstance(version, bool) else None,
+        distributedInfo=msgspec.Raw(msgspec.json.encode(dist)) if isinstance(dist, dict) else msgspec.Raw(b""),
+        baseTimeNanoseconds=as_number(base),
+    )
+
+
+def coerce_events(raw_events: list[Any], checker: Checker, first: int = 0) -> list[Event]:
+    """Events of an untyped traceEvents list (its items numbered from `first`), coerced field by field."""
     events = []
-    for i, ev in enumerate(raw_events):
+    for i, ev in enumerate(raw_events, first):
         if not isinstance(ev, dict):
             raise TraceError(f"event {i} is a {type(ev).__name__}, not an object", f"traceEvents[{i}]")
         args = ev.get("args")
@@ -110,15 +135,7 @@ def _decode_tolerant(data: bytes | bytearray, checker: Checker) -> Trace:
                 args=msgspec.Raw(msgspec.json.encode(args)) if isinstance(args, dict) else msgspec.Raw(b""),
             )
         )
-    dist = doc.get("distributedInfo")
-    base = doc.get("baseTimeNanoseconds")
-    version = doc.get("schemaVersion")
-    return Trace(
-        traceEvents=events,
-        schemaVersion=version if isinstance(version, int | float | str) and not isinstance(version, bool) else None,
-        distributedInfo=msgspec.Raw(msgspec.json.encode(dist)) if isinstance(dist, dict) else msgspec.Raw(b""),
-        baseTimeNanoseconds=as_number(base),
-    )
+    return events
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -159,10 +176,13 @@ def launch_correlation(ev: Event) -> int | None:
         raise too_deep() from None
 
 
-def read_meta(trace: Trace, meta: TraceMeta, checker: Checker) -> None:
-    """Fill `meta` from the document: version, distributedInfo, start time."""
+def read_meta(
+    trace: Trace, meta: TraceMeta, checker: Checker, count: int | None = None, first_ts: float | None = None
+) -> None:
+    """Fill `meta` from the document: version, distributedInfo, start time. A trace read in pieces
+    gives its event `count` and its first complete event's `first_ts` (its traceEvents are empty)."""
     events = trace.traceEvents or []
-    meta.node_count = len(events)
+    meta.node_count = len(events) if count is None else count
     if trace.schemaVersion is not None:
         meta.schema_version = str(trace.schemaVersion)
     dist: dict[str, Any] = {}
@@ -178,14 +198,19 @@ def read_meta(trace: Trace, meta: TraceMeta, checker: Checker) -> None:
     meta.world_size = checker.integer(dist.get("world_size"), "world_size", SIZE, "distributedInfo")
     meta.process_groups = read_process_groups(dist.get("pg_config"), checker, "distributedInfo.pg_config")
     base = checker.integer(trace.baseTimeNanoseconds, "baseTimeNanoseconds", INT64, "baseTimeNanoseconds")
-    meta.started_at = _started_at(base, events)
+    if count is None:
+        first_ts = first_complete_ts(events)
+    meta.started_at = _started_at(base, first_ts)
 
 
-def _started_at(base: int | None, events: list[Event]) -> datetime | None:
+def first_complete_ts(events: list[Event]) -> float | None:
+    return min((e.ts for e in events if e.ph == "X" and e.ts is not None), default=None)
+
+
+def _started_at(base: int | None, first: float | None) -> datetime | None:
     """baseTimeNanoseconds (wall clock, ns, within int64) + the first complete event's ts (µs), UTC."""
     if base is None:
         return None
-    first = min((e.ts for e in events if e.ph == "X" and e.ts is not None), default=None)
     if first is None or not math.isfinite(first):
         return None
     try:

@@ -9,15 +9,18 @@ kernel owned by nothing is loose (see `Kernels` and the package docstring for wh
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from tracekit.parsers.common.names import C10D_PREFIX, RECORD_PARAM_COMMS, is_backend_annotation, is_nccl_kernel
 from tracekit.parsers.common.values import as_int
 from tracekit.parsers.kineto.args import COLLECTIVE_NAME, CORRELATION, EXTERNAL_ID
-from tracekit.parsers.kineto.decode import Event, event_args, launch_correlation
+from tracekit.parsers.kineto.decode import Event, Events, event_args, launch_correlation
 
 # Float slack when testing that one span lies inside another (ts ~ 4e12 µs has ~1e-3 µs ulp).
 EPS = 0.01
@@ -100,7 +103,7 @@ def end(ev: Event) -> float:
 class Spans:
     """Spans per thread, for 'the innermost span on this thread that contains [start, end]'."""
 
-    def __init__(self, events: list[Event], indices: list[int]) -> None:
+    def __init__(self, events: Events, indices: list[int]) -> None:
         by_thread: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
         for i in indices:
             e = events[i]
@@ -141,7 +144,7 @@ class Unit:
         self.kernels: list[int] = []
 
 
-def anchor_units(events: list[Event], found: Candidates) -> tuple[dict[int, Unit], list[int]]:
+def anchor_units(events: Events, found: Candidates) -> tuple[dict[int, Unit], list[int]]:
     """Units of the anchors, with the annotation inside (or around) each; the loose annotations."""
     units = {i: Unit(i, RECORD_PARAM_COMMS, event_args(events[i])) for i in found.anchors}
     anchor_spans = Spans(events, found.anchors)
@@ -159,14 +162,12 @@ def anchor_units(events: list[Event], found: Candidates) -> tuple[dict[int, Unit
     return units, loose
 
 
-def consume_c10d_ops(events: list[Event], found: Candidates, units: dict[int, Unit], c10d_spans: Spans) -> set[int]:
+def consume_c10d_ops(events: Events, found: Candidates, units: dict[int, Unit], c10d_spans: Spans) -> set[int]:
     """c10d ops enclosing an anchor are consumed by it (the anchor is the row)."""
     return _around_anchors(events, found, units, c10d_spans, "c10d")
 
 
-def _around_anchors(
-    events: list[Event], found: Candidates, units: dict[int, Unit], spans: Spans, slot: str
-) -> set[int]:
+def _around_anchors(events: Events, found: Candidates, units: dict[int, Unit], spans: Spans, slot: str) -> set[int]:
     """The events of `spans` around an anchor; the innermost one becomes the anchor unit's `slot`."""
     around = set()
     for i in found.anchors:
@@ -189,7 +190,7 @@ class Kernels:
     before_window: list[int] = field(default_factory=list)
 
 
-def assign_kernels(events: list[Event], found: Candidates, units: dict[int, Unit]) -> Kernels:
+def assign_kernels(events: Events, found: Candidates, units: dict[int, Unit]) -> Kernels:
     """Give each kernel to the unit that launched it; return the ones no unit owns."""
     result = Kernels({k: event_args(events[k]) for k in found.kernels})
     by_correlation = {}
@@ -232,3 +233,60 @@ def assign_kernels(events: list[Event], found: Candidates, units: dict[int, Unit
         else:
             result.loose.append(k)
     return result
+
+
+class Launches:
+    """Kernel launches of a trace read in pieces, as numbers: index, correlation, start, duration and
+    thread, about 40 bytes each (a trace can hold millions). `keep` turns the ones the kernels need
+    back into events."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.index = array("q")
+        self.correlation = array("q")
+        self.ts = array("d")
+        self.dur = array("d")
+        self.thread = array("l")
+        self._threads: dict[tuple[str, str], int] = {}
+        self._big: dict[int, int] = {}  # correlations beyond int64, by launch index
+
+    def add(self, index: int, ev: Event) -> None:
+        corr = launch_correlation(ev)
+        if corr is None:
+            return  # a launch without a correlation number matches no kernel
+        if not -(1 << 63) <= corr < 1 << 63:
+            self._big[index] = corr
+            corr = 0
+        self.index.append(index)
+        self.correlation.append(corr)
+        self.ts.append(ev.ts or 0.0)
+        self.dur.append(math.nan if ev.dur is None else ev.dur)
+        self.thread.append(self._threads.setdefault(thread(ev), len(self._threads)))
+
+    def keep(self, events: dict[int, Event], kernels: list[int]) -> list[int]:
+        """Put into `events` the launches whose correlation a kernel carries (and one more, so that
+        `assign_kernels` knows the trace records launches); return their indices in order."""
+        wanted = set()
+        for k in kernels:
+            corr = as_int(event_args(events[k]).get(CORRELATION))
+            if corr is not None:
+                wanted.add(corr)
+        threads = {number: key for key, number in self._threads.items()}
+        chosen: list[int] = []
+        for j, index in enumerate(self.index):
+            corr = self._big.get(index, self.correlation[j])
+            if corr in wanted or not chosen:
+                pid, tid = threads[self.thread[j]]
+                dur = self.dur[j]
+                events[index] = Event(
+                    ph="X",
+                    cat="cuda_runtime",
+                    pid=pid,
+                    tid=tid,
+                    ts=self.ts[j],
+                    dur=None if math.isnan(dur) else dur,
+                    args=msgspec.Raw(msgspec.json.encode({CORRELATION: corr})),
+                )
+                chosen.append(index)
+        return chosen

@@ -14,7 +14,7 @@ from tracekit.parsers.common.names import comm_type_of
 from tracekit.parsers.common.pairing import Call, pair_works
 from tracekit.parsers.common.values import as_int
 from tracekit.parsers.kineto.args import RF_ID
-from tracekit.parsers.kineto.decode import Event
+from tracekit.parsers.kineto.decode import Events
 from tracekit.parsers.kineto.events import EPS, Spans, start
 
 
@@ -24,13 +24,13 @@ def rf_id(args: dict[str, Any]) -> int | None:
     return value if value is not None and value > 0 else None
 
 
-def _call(events: list[Event], index: int, comm_type: str, args: dict[str, Any]) -> Call:
+def _call(events: Events, index: int, comm_type: str, args: dict[str, Any]) -> Call:
     ev = events[index]
     return Call(index, comm_type, str(ev.pid), rf_id(args), start(ev), start(ev))
 
 
 def pair_annotations(
-    events: list[Event],
+    events: Events,
     ops: dict[int, dict[str, Any]],
     annotations: dict[int, dict[str, Any]],
     c10d_spans: Spans,

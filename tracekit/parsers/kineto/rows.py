@@ -21,14 +21,14 @@ from tracekit.parsers.common.rows import CollectiveRow, take_only_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int, elements
 from tracekit.parsers.kineto import args as arg
-from tracekit.parsers.kineto.decode import Event, event_args
+from tracekit.parsers.kineto.decode import Event, Events, event_args
 from tracekit.parsers.kineto.events import Unit
 from tracekit.parsers.kineto.pairing import rf_id
 
 
 @dataclass
 class Context:
-    events: list[Event]
+    events: Events
     groups: list[ProcessGroup]
     checker: Checker
 
