@@ -227,19 +227,9 @@ def _et_dicts(args: dict[str, Any]) -> dict[str, Any]:
 
 def _et_floor(args: dict[str, Any]) -> dict[str, Any]:
     """The bare decode floor: ParseFromString of every record into a fresh message, nothing else."""
-    from tracekit.parsers import et_def_pb2
-    from tracekit.parsers.chakra_et import decode_varint
+    from bench.probe import decode_records
 
-    data = Path(args["path"]).read_bytes()
-    records, pos, first = 0, 0, True
-    while pos < len(data):
-        length, pos = decode_varint(data, pos)
-        message = et_def_pb2.GlobalMetadata() if first else et_def_pb2.Node()
-        message.ParseFromString(data[pos : pos + length])
-        pos += length
-        first = False
-        records += 1
-    return {"records": records}
+    return {"records": decode_records(Path(args["path"]).read_bytes())}
 
 
 def _et_parse(args: dict[str, Any]) -> dict[str, Any]:

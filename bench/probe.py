@@ -19,22 +19,28 @@ from typing import Any
 def _decode_floor(args: dict[str, Any]) -> dict[str, Any]:
     """Read every .et file and decode every record with ParseFromString into a fresh message: what any
     Chakra reader must do at least (the varint framing in Python, as every ET reader here does)."""
-    from tracekit.parsers import et_def_pb2
-    from tracekit.parsers.chakra_et import decode_varint
-
     records = size = 0
     for path in sorted(Path(args["folder"]).rglob("*.et")):
         data = path.read_bytes()
         size += len(data)
-        pos, first = 0, True
-        while pos < len(data):
-            length, pos = decode_varint(data, pos)
-            message = et_def_pb2.GlobalMetadata() if first else et_def_pb2.Node()
-            message.ParseFromString(data[pos : pos + length])
-            pos += length
-            first = False
-            records += 1
+        records += decode_records(data)
     return {"records": records, "bytes": size}
+
+
+def decode_records(data: bytes) -> int:
+    """Decode every record of one .et file's bytes into a fresh message, nothing else: how many."""
+    from tracekit.parsers import et_def_pb2
+    from tracekit.parsers.chakra_et import decode_varint
+
+    records, pos, first = 0, 0, True
+    while pos < len(data):
+        length, pos = decode_varint(data, pos)
+        message = et_def_pb2.GlobalMetadata() if first else et_def_pb2.Node()
+        message.ParseFromString(data[pos : pos + length])
+        pos += length
+        first = False
+        records += 1
+    return records
 
 
 def _ingest(args: dict[str, Any]) -> dict[str, Any]:
