@@ -118,6 +118,16 @@ def test_one_bad_file_costs_only_itself() -> None:
     assert [o[0] for o in alone] == ["ok", "error", "ok", "error"]
 
 
+def test_a_corrupt_gzip_fails_as_alone() -> None:
+    """Found by hypothesis: a file starting with the gzip magic but cut short."""
+    import gzip
+
+    good = record(et_def_pb2.Node(id=1, name="n", type="COMP_NODE").SerializeToString())
+    cut = gzip.compress(good * 40)[:-9]
+    alone = assert_many_as_one([BytesSource(d, f"f{i}", "f.et") for i, d in enumerate([b"\x1f\x8b", good, cut])])
+    assert [o[0] for o in alone] == ["error", "ok", "error"]
+
+
 def test_a_file_too_big_to_hold_is_left_to_parse() -> None:
     node = record(et_def_pb2.Node(id=1, name="n", type="COMP_NODE").SerializeToString())
     sources = [BytesSource(node * n, f"f{n}", "f.et") for n in (3, 300, 4)]

@@ -250,7 +250,10 @@ class _FileRows:
     def _note_groups(self, batch: pa.RecordBatch) -> None:
         import pyarrow.compute as pc
 
-        largest = pc.max(batch.column("group_size")).as_py()
+        self.note_group_size(pc.max(batch.column("group_size")).as_py())
+
+    def note_group_size(self, largest: int | None) -> None:
+        """A collective of the file spans `largest` ranks (None: unknown)."""
         if largest is not None and (self.max_group_size is None or largest > self.max_group_size):
             self.max_group_size = largest
 
@@ -442,8 +445,7 @@ def _parse_together(
         batch, index = batch.filter(keep), pc.filter(index, keep)
         staged = _staged(batch, pc.take(seqs, index))
         if table == "collectives":
-            for i in pc.unique(index).to_pylist():
-                per_file[i]._note_groups(batch.filter(pc.equal(index, i)))
+            _note_group_sizes(per_file, batch.column("group_size"), index)
         held.setdefault(table, []).append(staged)
         count += staged.num_rows
     rows.add(held, count)
@@ -457,3 +459,14 @@ def _parse_together(
         else:
             left.append((parsed, source))
     return left
+
+
+def _note_group_sizes(per_file: list[_FileRows], sizes: pa.Array, files: pa.Array) -> None:
+    """Each file's largest collective group among rows of many files (`files`: each row's file)."""
+    import pyarrow as pa
+
+    if sizes.null_count == len(sizes):
+        return
+    largest = pa.table({"file": files, "size": sizes}).group_by("file").aggregate([("size", "max")])
+    for file, size in zip(largest.column("file").to_pylist(), largest.column("size_max").to_pylist(), strict=True):
+        per_file[file].note_group_size(size)

@@ -966,13 +966,16 @@ def _parse_alone(source: Source, sink: BatchSink) -> TraceMeta | TraceError:
 
 def _frame_small(index: int, source: Source) -> _SmallFile | None:
     """The file framed whole; None when it is too big to hold. Its block is _DAMAGED when `parse`
-    must read it (empty, damaged framing, a GlobalMetadata upb refuses, more than one group of
-    node records)."""
-    with source.open() as stream:
-        data = stream.read(MANY_FILE_BYTES + 1)
+    must read it (empty, corrupt gzip, damaged framing, a GlobalMetadata upb refuses, more than one
+    group of node records)."""
+    damaged = _SmallFile(index, _DAMAGED, None)
+    try:
+        with source.open() as stream:
+            data = stream.read(MANY_FILE_BYTES + 1)
+    except TraceError:  # corrupt compression: `parse` says where
+        return damaged
     if len(data) > MANY_FILE_BYTES:
         return None
-    damaged = _SmallFile(index, _DAMAGED, None)
     reader = BlockReader(io.BytesIO(data), len(data) + 1)
     first = reader.read(1)
     if first is None or first.error is not None:
