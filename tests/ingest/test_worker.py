@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -85,3 +86,34 @@ def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatc
     assert _staged_rows(tmp_path, "ops") == {0: 6, 2: 2}
     assert _staged_rows(tmp_path, "collectives") == {0: 3, 2: 1}
     assert results[0].meta is not None and results[0].meta.node_count == 6
+
+
+def test_a_generated_fleet_ingests_the_same_with_and_without_parse_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chakra_et.parse_many (files of a batch decoded together) writes the dataset that parsing the
+    files one by one writes: every table, row for row."""
+    import tracekit.parsers.chakra_et as chakra_et
+    from tests.ingest.test_executors import TABLES, _rows
+    from tracekit.generate import generate_fleet
+    from tracekit.ingest import ingest
+
+    fleet = tmp_path / "fleet"
+    generate_fleet(fleet, 20, 5, "default")
+    (fleet / "job-000003" / "broken.7.et").write_bytes((fleet / "job-000003").glob("*.et").__next__().read_bytes()[:-5])
+    calls: list[int] = []
+    many = chakra_et.parse_many
+
+    def counted(sources: Any, sink: Any) -> Any:
+        calls.append(len(sources))
+        return many(sources, sink)
+
+    monkeypatch.setattr(chakra_et, "parse_many", counted)
+    together = ingest([fleet], tmp_path / "together", workers=1)
+    assert sum(calls) > 1_000 and len(together.errors) == 1
+    monkeypatch.delattr(chakra_et, "parse_many")
+    alone = ingest([fleet], tmp_path / "alone", workers=1)
+    assert together.errors == alone.errors
+    expected, got = _rows(tmp_path / "alone"), _rows(tmp_path / "together")
+    for table in TABLES:
+        assert got[table] == expected[table], table

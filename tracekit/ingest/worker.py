@@ -12,11 +12,12 @@ Each file is read once: its bytes are hashed and parsed from memory (a file larg
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
 the job is finished (tracekit.dataset).
 
-A parser module may offer `parse_many(sources, sink) -> list[TraceMeta | TraceError]` besides
-`parse(source, sink)`: it reads several files at once and hands the sink batches holding rows of
-any of them, with an array naming each row's file (its index in `sources`); see `FilesSink`. The
-worker uses it for the files of a batch that share its format, so a vectorised reader amortises
-its set-up over many small files.
+A parser module may offer `parse_many(sources, sink) -> list[TraceMeta | TraceError | None]`
+besides `parse(source, sink)`: it reads several files at once and hands the sink batches holding
+rows of any of them, with an array naming each row's file (its index in `sources`); see
+`FilesSink`. The worker uses it for the files of a batch that share its format, so a vectorised
+reader amortises its set-up over many small files. A None outcome leaves the file to `parse`, one
+by one (a big file then spills to staged files of its own instead of being held).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import describe
 from tracekit.parsers import parse_as, parser_for, sniff_format
+from tracekit.parsers.base import FilesSink as FilesSink
 from tracekit.parsers.base import Source, TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
 
@@ -151,13 +153,6 @@ def make_trace_id(job_id: str, name: str, sha256: str) -> str:
     return hashlib.sha256(f"{job_id}\0{name}\0{sha256}".encode()).hexdigest()[:20]
 
 
-class FilesSink(Protocol):
-    """Where `parse_many` hands its batches: `files[i]` is the index (in the sources given) of the
-    file that row i of `batch` was read from."""
-
-    def write(self, table: str, batch: pa.RecordBatch, files: pa.Array) -> None: ...
-
-
 class _StagedWriter:
     """The staged Parquet file of each table for one writer (a batch, or one big file)."""
 
@@ -255,7 +250,10 @@ class _FileRows:
     def _note_groups(self, batch: pa.RecordBatch) -> None:
         import pyarrow.compute as pc
 
-        largest = pc.max(batch.column("group_size")).as_py()
+        self.note_group_size(pc.max(batch.column("group_size")).as_py())
+
+    def note_group_size(self, largest: int | None) -> None:
+        """A collective of the file spans `largest` ranks (None: unknown)."""
         if largest is not None and (self.max_group_size is None or largest > self.max_group_size):
             self.max_group_size = largest
 
@@ -388,8 +386,7 @@ def _parse_format(fmt: str, files: list[tuple[ParsedFile, Source]], rows: _Batch
     parse_many = getattr(parser, "parse_many", None)
     if parse_many is not None and len(files) > 1:
         try:
-            _parse_together(parse_many, files, rows)
-            return
+            files = _parse_together(parse_many, files, rows)
         except Exception:  # a bug in the many-file path: read the files one by one, to name the culprit
             pass
     for parsed, source in files:
@@ -427,12 +424,15 @@ class _ManyRows:
         self.parts.append((table, batch, files))
 
 
-def _parse_together(parse_many: Any, files: list[tuple[ParsedFile, Source]], rows: _BatchRows) -> None:
+def _parse_together(
+    parse_many: Any, files: list[tuple[ParsedFile, Source]], rows: _BatchRows
+) -> list[tuple[ParsedFile, Source]]:
+    """The files read by `parse_many`, their rows added; returns those it left to `parse`."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     sink = _ManyRows()
-    outcomes: Sequence[TraceMeta | TraceError] = parse_many([source for _, source in files], sink)
+    outcomes: Sequence[TraceMeta | TraceError | None] = parse_many([source for _, source in files], sink)
     if len(outcomes) != len(files):
         raise ValueError("parse_many returned one outcome per file")
     ok = pa.array([isinstance(o, TraceMeta) for o in outcomes], pa.bool_())
@@ -445,14 +445,28 @@ def _parse_together(parse_many: Any, files: list[tuple[ParsedFile, Source]], row
         batch, index = batch.filter(keep), pc.filter(index, keep)
         staged = _staged(batch, pc.take(seqs, index))
         if table == "collectives":
-            for i in pc.unique(index).to_pylist():
-                per_file[i]._note_groups(batch.filter(pc.equal(index, i)))
+            _note_group_sizes(per_file, batch.column("group_size"), index)
         held.setdefault(table, []).append(staged)
         count += staged.num_rows
     rows.add(held, count)
-    for (parsed, _), outcome, file_rows in zip(files, outcomes, per_file, strict=True):
+    left = []
+    for (parsed, source), outcome, file_rows in zip(files, outcomes, per_file, strict=True):
         if isinstance(outcome, TraceMeta):
             parsed.meta = outcome
             parsed.max_group_size = file_rows.max_group_size
-        else:
+        elif isinstance(outcome, TraceError):
             parsed.error = outcome.describe(parsed.display)
+        else:
+            left.append((parsed, source))
+    return left
+
+
+def _note_group_sizes(per_file: list[_FileRows], sizes: pa.Array, files: pa.Array) -> None:
+    """Each file's largest collective group among rows of many files (`files`: each row's file)."""
+    import pyarrow as pa
+
+    if sizes.null_count == len(sizes):
+        return
+    largest = pa.table({"file": files, "size": sizes}).group_by("file").aggregate([("size", "max")])
+    for file, size in zip(largest.column("file").to_pylist(), largest.column("size_max").to_pylist(), strict=True):
+        per_file[file].note_group_size(size)

@@ -61,6 +61,13 @@ class BatchSink(Protocol):
     def write(self, table: str, batch: pa.RecordBatch) -> None: ...
 
 
+class FilesSink(Protocol):
+    """Where a parser's `parse_many` hands its batches: `files[i]` is the index (in the sources
+    given) of the file that row i of `batch` was read from."""
+
+    def write(self, table: str, batch: pa.RecordBatch, files: pa.Array) -> None: ...
+
+
 @dataclass
 class ProcessGroup:
     pg_name: str

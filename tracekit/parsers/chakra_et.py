@@ -42,7 +42,9 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import io
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -50,12 +52,12 @@ import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the 
 from google.protobuf.message import DecodeError  # noqa: TID253
 
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
+from tracekit.parsers.base import BatchSink, FilesSink, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, collectives_batch, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -377,15 +379,22 @@ class NodeRows:
     metadata nodes get per-node Python (collectives are rare).
     """
 
-    def __init__(self, sink: BatchSink, fmt: str, flush_rows: int = FLUSH_ROWS, decode_rows: int = DECODE_ROWS) -> None:
+    def __init__(
+        self,
+        sink: BatchSink,
+        fmt: str,
+        flush_rows: int = FLUSH_ROWS,
+        decode_rows: int = DECODE_ROWS,
+        collectives: CollectiveBuffer | None = None,
+    ) -> None:
         self.sink = sink
         self.meta = TraceMeta(format=fmt)
         self.checker = Checker(self.meta)
         self.flush_rows = flush_rows
         self.decode_rows = min(decode_rows, flush_rows)
-        self.collectives = CollectiveBuffer(sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
+        # `parse_many` gathers the collective rows of many files in one buffer of its own.
+        self.collectives = collectives or CollectiveBuffer(sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
         self.pending: list[Any] = []
-        self._ops_schema = arrow_schema("ops")
         self._chunks: list[dict[str, pa.Array]] = []
         self._chunk_rows = 0
         self._first_node_record = 0
@@ -499,40 +508,14 @@ class NodeRows:
         arrays = self._column_arrays(buf, columns)
         if arrays is None:
             return False
-        types = columns.types
-        untyped = np.cumsum(types == 0)
-        special = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES)).tolist()
-        bad_ids = set(np.flatnonzero(columns.ids > _INT64_HIGH).tolist())
-        bad_ctrl = _out_of_bounds(columns.ctrl_offsets, columns.ctrl_values)
-        bad_data = _out_of_bounds(columns.data_offsets, columns.data_values)
-        checker, step = self.checker, self.decode_rows
+        findings = Findings(columns)
+        step = self.decode_rows
         low = 0
         while low < count:
             high = min(count, low + step - self.node_total % step)
             if high - low < step - self.node_total % step and not final:
                 break  # a framing error follows: the record-by-record path never flushes these
-            self.meta.node_count += high - low
-            try:
-                self._untyped.add(high - low, int(untyped[high - 1] - (untyped[low - 1] if low else 0)))
-                for i in sorted(b for b in bad_ids if low <= b < high):
-                    checker.bounded(int(columns.ids[i]), "op_id", INT64, f"node id {columns.ids[i]}")
-                for field, bad, offsets, values in (
-                    ("ctrl_deps", bad_ctrl, columns.ctrl_offsets, columns.ctrl_values),
-                    ("data_deps", bad_data, columns.data_offsets, columns.data_values),
-                ):
-                    for i in (b for b in bad if low <= b < high):
-                        checker.note(
-                            field,
-                            f"holds an id out of bounds [{INT64.low}, {INT64.high}]",
-                            values[offsets[i] : offsets[i + 1]].tolist(),
-                            f"node id {columns.ids[i]}",
-                        )
-                for i in (s for s in special if low <= s < high):
-                    self._special(nodes[i], int(types[i]))
-            except TraceError as exc:
-                if exc.where is None:
-                    exc.where = place(high - 1)
-                raise
+            self.check_records(columns, findings, nodes, low, high, place)
             low = high
         if low:
             chunk = arrays if low == count else {name: array.slice(0, low) for name, array in arrays.items()}
@@ -542,7 +525,40 @@ class NodeRows:
                 self._write_ops()
         return True
 
-    def _column_arrays(self, buf: np.ndarray, c: NodeColumns) -> dict[str, pa.Array] | None:
+    def check_records(
+        self, columns: NodeColumns, findings: Findings, nodes: Any, low: int, high: int, place: Callable[[int], str]
+    ) -> None:
+        """Records [low, high) of decoded columns, as `flush` takes a group of pending nodes: counted
+        against the untyped limit, their ids beyond int64 noted, their special nodes read from `nodes`.
+        A TraceError without a place is placed at record high - 1."""
+        checker = self.checker
+        self.meta.node_count += high - low
+        try:
+            untyped = findings.untyped
+            self._untyped.add(high - low, int(untyped[high - 1] - (untyped[low - 1] if low else 0)))
+            for i in findings.within(findings.bad_ids, low, high):
+                checker.bounded(int(columns.ids[i]), "op_id", INT64, f"node id {columns.ids[i]}")
+            for field, bad, offsets, values in (
+                ("ctrl_deps", findings.bad_ctrl, columns.ctrl_offsets, columns.ctrl_values),
+                ("data_deps", findings.bad_data, columns.data_offsets, columns.data_values),
+            ):
+                for i in findings.within(bad, low, high):
+                    checker.note(
+                        field,
+                        f"holds an id out of bounds [{INT64.low}, {INT64.high}]",
+                        values[offsets[i] : offsets[i + 1]].tolist(),
+                        f"node id {columns.ids[i]}",
+                    )
+            types = columns.types
+            for i in findings.within(findings.special, low, high):
+                self._special(nodes[i], int(types[i]))
+        except TraceError as exc:
+            if exc.where is None:
+                exc.where = place(high - 1)
+            raise
+
+    @staticmethod
+    def _column_arrays(buf: np.ndarray, c: NodeColumns) -> dict[str, pa.Array] | None:
         """The ops columns of a decoded block (ids and dependencies beyond int64 null), or None when
         its names or dependencies outgrow 32-bit Arrow offsets."""
         offsets, text = gather(buf, c.name_starts, c.name_ends)
@@ -570,14 +586,7 @@ class NodeRows:
         if not count:
             return
         self._chunks, self._chunk_rows = [], 0
-        arrays = []
-        for field in self._ops_schema:
-            if field.name in chunks[0]:
-                parts = [chunk[field.name] for chunk in chunks]
-                arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
-            else:
-                arrays.append(pa.nulls(count, field.type))
-        self.sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=self._ops_schema))
+        self.sink.write("ops", ops_batch(chunks, count))
 
     def _special(self, node: Any, node_type: int) -> None:
         if node_type == METADATA_NODE:
@@ -611,6 +620,39 @@ _SPECIAL_NODE_TYPES = frozenset((METADATA_NODE, *_COMM_NODE_TYPES))
 _SPECIAL_TYPE_CODES = np.array(sorted(_SPECIAL_NODE_TYPES), dtype=np.int64)
 _INT64_HIGH = np.uint64(INT64.high)
 _OFFSET_HIGH = (1 << 31) - 1
+
+
+class Findings:
+    """What the rules look at in decoded columns, found once for all their records: a running count
+    of untyped records, and the (sorted) records that are special or hold ids beyond int64."""
+
+    __slots__ = ("bad_ctrl", "bad_data", "bad_ids", "special", "untyped")
+
+    def __init__(self, columns: NodeColumns) -> None:
+        types = columns.types
+        self.untyped = np.cumsum(types == 0)
+        self.special: list[int] = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES)).tolist()
+        self.bad_ids: list[int] = np.flatnonzero(columns.ids > _INT64_HIGH).tolist()
+        self.bad_ctrl = _out_of_bounds(columns.ctrl_offsets, columns.ctrl_values)
+        self.bad_data = _out_of_bounds(columns.data_offsets, columns.data_values)
+
+    @staticmethod
+    def within(records: list[int], low: int, high: int) -> list[int]:
+        """The records of a sorted list that lie in [low, high)."""
+        return records[bisect_left(records, low) : bisect_left(records, high)]
+
+
+def ops_batch(chunks: list[dict[str, pa.Array]], count: int) -> pa.RecordBatch:
+    """One `ops` batch of `count` rows from column chunks; the columns ingest fills in are null."""
+    schema = arrow_schema("ops")
+    arrays = []
+    for field in schema:
+        if field.name in chunks[0]:
+            parts = [chunk[field.name] for chunk in chunks]
+            arrays.append(parts[0] if len(parts) == 1 else pa.concat_arrays(parts))
+        else:
+            arrays.append(pa.nulls(count, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _out_of_bounds(offsets: np.ndarray, values: np.ndarray) -> list[int]:
@@ -830,3 +872,211 @@ def _decode(from_string: Any, payload: bytes, index: int, offset: int) -> Any:
         return from_string(payload)
     except DecodeError as exc:
         raise TraceError(f"cannot decode GlobalMetadata: {exc}", where(index, offset)) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Many files at once
+
+# parse_many decodes together the files of at most this many bytes whose node records fit in one
+# DECODE_ROWS group (so the rules take each file in one group, as `parse` does); it decodes at most
+# MANY_GROUP_BYTES of them in one call. Any other file is read by `parse`.
+MANY_FILE_BYTES = 1 << 20
+MANY_GROUP_BYTES = 16 << 20
+
+
+_DAMAGED = Block(b"", [], 0, 0, 0, None)
+
+
+class _SmallFile:
+    """A file framed whole, ready to be decoded with others: its node records are data[low:end]."""
+
+    __slots__ = ("block", "index", "metadata")
+
+    def __init__(self, index: int, block: Block | None, metadata: Any) -> None:
+        self.index, self.block, self.metadata = index, block, metadata
+
+    @property
+    def records(self) -> int:
+        return len(self.block.frames) if self.block is not None else 0
+
+    def segment(self) -> tuple[bytes, list[int]]:
+        """The bytes of its node records and their frame starts within them."""
+        block = self.block
+        if block is None:
+            return b"", []
+        low = block.frames[0]
+        return block.data[low : block.end], [f - low for f in block.frames]
+
+    def placer(self, first: int) -> Callable[[int], str]:
+        """Where record i of a group whose record `first` is this file's first node record is, in
+        error messages."""
+        block = self.block
+        assert block is not None
+        return lambda i: where(block.index + i - first, block.offset(i - first))
+
+
+class _FileSink:
+    """The BatchSink of one file whose rows go to a FilesSink."""
+
+    def __init__(self, sink: FilesSink, index: int) -> None:
+        self.sink, self.index = sink, index
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        self.sink.write(table, batch, pa.repeat(pa.scalar(self.index, pa.int32()), batch.num_rows))
+
+
+def parse_many(sources: Sequence[Source], sink: FilesSink) -> list[TraceMeta | TraceError | None]:
+    """Read many .et files (a fleet's rank files: a few dozen records each) together, giving each
+    file the rows, metadata, warnings and error `parse` gives it alone; `sink` gets batches holding
+    rows of any of them, with each row's file (its index in `sources`). Rows of a file that fails
+    may be among them: its outcome says to drop them. A file too big to hold gets None: the caller
+    reads it with `parse` (where its rows can spill).
+
+    Small files are framed one by one, then their node records validated by upb in one call and
+    decoded column-wise in one call; the rules (untyped records, ids, special nodes) are taken per
+    file over its records (`NodeRows.check_records`), as `parse` takes them. A small file the shared
+    path cannot take whole (a framing or decode error, records the column decoder leaves to upb) is
+    read by `parse` here.
+    """
+    outcomes: list[TraceMeta | TraceError | None] = [None] * len(sources)
+    group: list[_SmallFile] = []
+    size = 0
+    for index, source in enumerate(sources):
+        small = _frame_small(index, source)
+        if small is None:
+            continue  # too big to hold: left to the caller
+        if small.block is _DAMAGED:
+            outcomes[index] = _parse_alone(source, _FileSink(sink, index))
+            continue
+        group.append(small)
+        size += small.block.end if small.block is not None else 0
+        if size >= MANY_GROUP_BYTES:
+            _parse_group(group, sources, sink, outcomes)
+            group, size = [], 0
+    _parse_group(group, sources, sink, outcomes)
+    return outcomes
+
+
+def _parse_alone(source: Source, sink: BatchSink) -> TraceMeta | TraceError:
+    try:
+        return parse(source, sink)
+    except TraceError as exc:
+        return exc
+
+
+def _frame_small(index: int, source: Source) -> _SmallFile | None:
+    """The file framed whole; None when it is too big to hold. Its block is _DAMAGED when `parse`
+    must read it (empty, corrupt gzip, damaged framing, a GlobalMetadata upb refuses, more than one
+    group of node records)."""
+    damaged = _SmallFile(index, _DAMAGED, None)
+    try:
+        with source.open() as stream:
+            data = stream.read(MANY_FILE_BYTES + 1)
+    except TraceError:  # corrupt compression: `parse` says where
+        return damaged
+    if len(data) > MANY_FILE_BYTES:
+        return None
+    reader = BlockReader(io.BytesIO(data), len(data) + 1)
+    first = reader.read(1)
+    if first is None or first.error is not None:
+        return damaged
+    metadata = None
+    if not _first_record_is_node(first.payload(0)):
+        try:
+            metadata = et_def_pb2.GlobalMetadata.FromString(first.payload(0))
+        except DecodeError:
+            return damaged
+    else:
+        reader.rewind(first)
+    block = reader.read(DECODE_ROWS + 1)
+    if block is not None and (block.error is not None or len(block.frames) > DECODE_ROWS):
+        return damaged
+    return _SmallFile(index, block, metadata)
+
+
+def _parse_group(
+    files: list[_SmallFile], sources: Sequence[Source], sink: FilesSink, outcomes: list[TraceMeta | TraceError | None]
+) -> None:
+    """Files framed whole, decoded together; a group upb or the column decoder refuses is halved
+    until the files at fault are alone, and those are read by `parse`."""
+    decoded = _decode_together(files) if files else None
+    if decoded is None:
+        if len(files) == 1:
+            index = files[0].index
+            outcomes[index] = _parse_alone(sources[index], _FileSink(sink, index))
+        elif files:
+            half = len(files) // 2
+            _parse_group(files[:half], sources, sink, outcomes)
+            _parse_group(files[half:], sources, sink, outcomes)
+        return
+    columns, arrays, nodes = decoded
+    findings = Findings(columns)
+    collectives = _GroupCollectives()
+    counts = []
+    low = 0
+    for small in files:
+        high = low + small.records
+        rows = NodeRows(_FileSink(sink, small.index), FORMAT, collectives=collectives)
+        if small.metadata is not None:
+            rows.add_metadata(small.metadata)
+        collectives.file = small.index
+        try:
+            if high > low:
+                rows.check_records(columns, findings, nodes, low, high, small.placer(low))
+            outcomes[small.index] = rows.meta
+        except TraceError as exc:
+            outcomes[small.index] = exc
+        counts.append(small.records)
+        low = high
+    which = np.repeat(np.array([small.index for small in files], np.int32), counts)
+    if len(which):
+        sink.write("ops", ops_batch([arrays], len(which)), pa.array(which))
+    collectives.flush_to(sink)
+
+
+def _decode_together(files: list[_SmallFile]) -> tuple[NodeColumns, dict[str, pa.Array], Any] | None:
+    """(columns, ops arrays, upb messages) of the files' node records, or None when upb refuses one
+    of them or the column decoder leaves one to upb."""
+    parts: list[bytes] = []
+    starts: list[int] = []
+    base = 0
+    for small in files:
+        data, frames = small.segment()
+        parts.append(data)
+        starts.extend(base + f for f in frames)
+        base += len(data)
+    segment = np.frombuffer(b"".join(parts), np.uint8)
+    heads = np.asarray(starts, dtype=np.int64)
+    try:
+        nodes = _NODE_BLOCK.FromString(np.insert(segment, heads, 0x0A).tobytes()).nodes
+    except DecodeError:
+        return None
+    padded = np.concatenate((segment, np.zeros(16, np.uint8)))
+    lengths, bodies = varints(padded, heads)
+    columns = decode_nodes(padded, bodies, bodies + lengths.astype(np.int64))
+    if columns is None:
+        return None
+    arrays = NodeRows._column_arrays(padded, columns)
+    if arrays is None:
+        return None
+    return columns, arrays, nodes
+
+
+class _GroupCollectives(CollectiveBuffer):
+    """The collective rows of a group of files, each noted with the file it came from (`file`)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.file = 0
+        self.files: list[int] = []
+
+    def append(self, row: CollectiveRow) -> None:
+        self._rows.append(row)
+        self.files.append(self.file)
+
+    def flush(self) -> None:
+        """Kept until the group is done (`flush_to`)."""
+
+    def flush_to(self, sink: FilesSink) -> None:
+        if self._rows:
+            sink.write("collectives", collectives_batch(self._rows), pa.array(self.files, pa.int32()))
