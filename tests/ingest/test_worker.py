@@ -117,3 +117,15 @@ def test_a_generated_fleet_ingests_the_same_with_and_without_parse_many(
     expected, got = _rows(tmp_path / "alone"), _rows(tmp_path / "together")
     for table in TABLES:
         assert got[table] == expected[table], table
+
+
+def test_parsing_runs_the_cycle_collector_less_often_and_restores_it() -> None:
+    import gc
+
+    from tracekit.ingest.worker import fewer_gc_passes
+
+    before = gc.get_threshold()
+    with fewer_gc_passes():
+        assert gc.get_threshold()[0] == 100_000
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before

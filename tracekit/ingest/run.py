@@ -33,7 +33,16 @@ from tracekit.errors import InputError, Interrupted, TracekitError
 from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover, with_data
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
 from tracekit.ingest.jobs import decide_rank, finish_job
-from tracekit.ingest.worker import Batch, BatchResult, ParsedFile, Task, content_key, make_trace_id, parse_batch
+from tracekit.ingest.worker import (
+    Batch,
+    BatchResult,
+    ParsedFile,
+    Task,
+    content_key,
+    fewer_gc_passes,
+    make_trace_id,
+    parse_batch,
+)
 from tracekit.parsers.base import ProcessGroup
 
 # Below this many files the pool's start-up costs more than it saves.
@@ -127,7 +136,7 @@ def ingest(
             if not found.files:
                 raise InputError(_nothing_to_ingest(paths, found))
             report = IngestReport(dataset.root, run_id, errors=list(found.errors), warnings=list(found.warnings))
-            with dataset.writing():
+            with dataset.writing(), fewer_gc_passes():
                 _run(dataset, found, report, _Where(workers, executor), progress, interrupted)
             report.totals = dataset_summary(dataset)
         except TracekitError:

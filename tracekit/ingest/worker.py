@@ -27,7 +27,8 @@ import os
 import re
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -294,13 +295,32 @@ class BatchResult:
     peak_rss: int
 
 
+@contextmanager
+def fewer_gc_passes() -> Iterator[None]:
+    """Run the cycle collector every 100,000 new objects instead of every 700, then restore.
+
+    Parsing makes millions of short-lived objects and no cycles worth collecting early; at the
+    default threshold the collector took about 20% of an ingest's CPU (200 generated jobs, one
+    process: 8.3 s of user time, 6.65 s at this threshold, 6.6 s with the collector off).
+    """
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def parse_batch(batch: Batch) -> BatchResult:
     """Parse a batch's files into shared staged files; never raises for bad input."""
     import resource
     import time
 
     started = time.process_time()
-    files = _parse_batch(batch)
+    with fewer_gc_passes():
+        files = _parse_batch(batch)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
     return BatchResult(files, time.process_time() - started, peak)
 
