@@ -265,3 +265,20 @@ def test_progress_reports_the_total_then_the_final_write(tmp_path: Path) -> None
     assert events[0] == Progress("parse", 0, 6)
     assert [(e.stage, e.done, e.total) for e in events[1:7]] == [("parse", n, 6) for n in range(1, 7)]
     assert events[-1] == Progress("write", 6, 6)
+
+
+def test_past_ten_errors_and_warnings_the_rest_are_counted_with_the_sql_that_lists_them() -> None:
+    from rich.console import Console
+
+    from tracekit.cli import _errors, _warnings
+
+    console = Console(record=True, width=400)
+    _warnings(console, [f"w{i}" for i in range(12)])
+    _errors(console, [f"e{i}" for i in range(11)])
+    lines = console.export_text().splitlines()
+    assert lines[:10] == [f"warning: w{i}" for i in range(10)]
+    assert lines[10] == (
+        "... and 2 more warnings: select path, unnest(warnings) from traces; select * from jobs where ranks_missing > 0"
+    )
+    assert lines[11:21] == [f"error: e{i}" for i in range(10)]
+    assert lines[21] == "... and 1 more: select path, error from traces where status = 'error'"
