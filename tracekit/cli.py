@@ -252,14 +252,16 @@ def _notes(console: Console, report: IngestReport) -> None:
 
 
 def _warnings(console: Console, warnings: list[str]) -> None:
-    for warning in warnings[:_WARNINGS_SHOWN]:
-        console.print(f"[yellow]warning:[/yellow] {_escape(warning)}", highlight=False, soft_wrap=True)
-    if len(warnings) > _WARNINGS_SHOWN:
-        console.print(
-            f"... and {len(warnings) - _WARNINGS_SHOWN} more warnings: "
-            "select path, unnest(warnings) from traces; select * from jobs where ranks_missing > 0",
-            highlight=False,
-        )
+    more = " warnings: select path, unnest(warnings) from traces; select * from jobs where ranks_missing > 0"
+    _lines(console, "[yellow]warning:[/yellow]", warnings, _WARNINGS_SHOWN, more)
+
+
+def _lines(console: Console, tag: str, lines: list[str], shown: int, more: str) -> None:
+    """The first `shown` of `lines`, one each, then how many more and the SQL that lists them all."""
+    for line in lines[:shown]:
+        console.print(f"{tag} {_escape(line)}", highlight=False, soft_wrap=True)
+    if len(lines) > shown:
+        console.print(f"... and {len(lines) - shown} more{more}", highlight=False)
 
 
 def _totals(console: Console, summary: DatasetSummary | None) -> None:
@@ -280,12 +282,8 @@ def _totals(console: Console, summary: DatasetSummary | None) -> None:
 
 
 def _errors(console: Console, errors: list[str]) -> None:
-    for error in errors[:_ERRORS_SHOWN]:
-        console.print(f"[red]error:[/red] {_escape(error)}", highlight=False, soft_wrap=True)
-    if len(errors) > _ERRORS_SHOWN:
-        console.print(
-            f"... and {len(errors) - _ERRORS_SHOWN} more: select path, error from traces where status = 'error'"
-        )
+    more = ": select path, error from traces where status = 'error'"
+    _lines(console, "[red]error:[/red]", errors, _ERRORS_SHOWN, more)
 
 
 @app.command()
