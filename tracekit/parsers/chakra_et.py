@@ -9,7 +9,9 @@ reader stops only at the true end of the stream, never at an empty record.
 Reading (`parse`): the stream is framed into blocks of FLUSH_ROWS records (memory is bounded by the
 block plus the largest record). Each block is validated by upb in one call (a 0x0A tag put before
 each frame makes the block one `repeated Node` message), and its `ops` columns are decoded from the
-wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field.
+wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field;
+its `collectives` rows too, from the communication nodes' attributes (tracekit.parsers.chakra_collectives),
+except around a row whose values the rules must null and note, which the reference path reads.
 A block upb refuses, or whose records the column decoder leaves to upb (groups, known fields under
 an unexpected wire type), is read record by record exactly as `parse_records` reads every file
 (each record decoded into a *fresh* upb message: reusing one grows memory about four-fold), so both
@@ -43,6 +45,7 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
 from __future__ import annotations
 
 import io
+import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -53,11 +56,12 @@ from google.protobuf.message import DecodeError  # noqa: TID253
 
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, FilesSink, Source, TraceError, TraceMeta
+from tracekit.parsers.chakra_collectives import CollectiveColumns, CollectivePieces, collective_columns
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, collectives_batch, finished
+from tracekit.parsers.common.rows import CollectiveRow, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -376,7 +380,8 @@ class NodeRows:
     columns with one comprehension per column: far less Python per node than a dict row each.
     The pending batch is kept small because every decoded upb message owns an arena (about 2 KB);
     the column chunks are joined into `flush_rows`-row batches for the sink. Only communication and
-    metadata nodes get per-node Python (collectives are rare).
+    metadata nodes get per-node Python here; the column path (`add_columns`, `check_records`) builds
+    collective rows column-wise too.
     """
 
     def __init__(
@@ -385,7 +390,7 @@ class NodeRows:
         fmt: str,
         flush_rows: int = FLUSH_ROWS,
         decode_rows: int = DECODE_ROWS,
-        collectives: CollectiveBuffer | None = None,
+        collectives: CollectivePieces | None = None,
     ) -> None:
         self.sink = sink
         self.meta = TraceMeta(format=fmt)
@@ -393,7 +398,9 @@ class NodeRows:
         self.flush_rows = flush_rows
         self.decode_rows = min(decode_rows, flush_rows)
         # `parse_many` gathers the collective rows of many files in one buffer of its own.
-        self.collectives = collectives or CollectiveBuffer(sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
+        self.collectives = collectives or CollectivePieces(
+            lambda batch, _files: sink.write("collectives", batch), min(flush_rows, COLLECTIVE_FLUSH_ROWS)
+        )
         self.pending: list[Any] = []
         self._chunks: list[dict[str, pa.Array]] = []
         self._chunk_rows = 0
@@ -508,7 +515,7 @@ class NodeRows:
         arrays = self._column_arrays(buf, columns)
         if arrays is None:
             return False
-        findings = Findings(columns)
+        findings = Findings(columns, buf)
         step = self.decode_rows
         low = 0
         while low < count:
@@ -529,8 +536,10 @@ class NodeRows:
         self, columns: NodeColumns, findings: Findings, nodes: Any, low: int, high: int, place: Callable[[int], str]
     ) -> None:
         """Records [low, high) of decoded columns, as `flush` takes a group of pending nodes: counted
-        against the untyped limit, their ids beyond int64 noted, their special nodes read from `nodes`.
-        A TraceError without a place is placed at record high - 1."""
+        against the untyped limit, their ids beyond int64 noted, their special nodes read from `nodes`
+        (their collective rows taken from the columns `findings` built, unless the rules must see
+        one of them: then from `nodes`, as `flush` reads them). A TraceError without a place is
+        placed at record high - 1."""
         checker = self.checker
         self.meta.node_count += high - low
         try:
@@ -549,9 +558,15 @@ class NodeRows:
                         values[offsets[i] : offsets[i + 1]].tolist(),
                         f"node id {columns.ids[i]}",
                     )
-            types = columns.types
-            for i in findings.within(findings.special, low, high):
-                self._special(nodes[i], int(types[i]))
+            collectives = findings.collectives
+            if collectives is not None and collectives.regular(low, high):
+                for i in findings.within(findings.metadata, low, high):
+                    self._special(nodes[i], METADATA_NODE)
+                self.collectives.add_span(collectives, low, high)
+            else:
+                types = columns.types
+                for i in findings.within(findings.special, low, high):
+                    self._special(nodes[i], int(types[i]))
         except TraceError as exc:
             if exc.where is None:
                 exc.where = place(high - 1)
@@ -624,14 +639,20 @@ _OFFSET_HIGH = (1 << 31) - 1
 
 class Findings:
     """What the rules look at in decoded columns, found once for all their records: a running count
-    of untyped records, and the (sorted) records that are special or hold ids beyond int64."""
+    of untyped records, the (sorted) records that are special (metadata among them) or hold ids
+    beyond int64, and the collective rows of the communication nodes, built column-wise."""
 
-    __slots__ = ("bad_ctrl", "bad_data", "bad_ids", "special", "untyped")
+    __slots__ = ("bad_ctrl", "bad_data", "bad_ids", "collectives", "metadata", "special", "untyped")
 
-    def __init__(self, columns: NodeColumns) -> None:
+    def __init__(self, columns: NodeColumns, buf: np.ndarray) -> None:
         types = columns.types
         self.untyped = np.cumsum(types == 0)
-        self.special: list[int] = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES)).tolist()
+        special = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES))
+        self.special: list[int] = special.tolist()
+        metadata = types[special] == METADATA_NODE
+        self.metadata: list[int] = special[metadata].tolist()
+        comm = special[~metadata].tolist()
+        self.collectives: CollectiveColumns | None = collective_columns(buf, columns, comm) if comm else None
         self.bad_ids: list[int] = np.flatnonzero(columns.ids > _INT64_HIGH).tolist()
         self.bad_ctrl = _out_of_bounds(columns.ctrl_offsets, columns.ctrl_values)
         self.bad_data = _out_of_bounds(columns.data_offsets, columns.data_values)
@@ -1009,9 +1030,11 @@ def _parse_group(
             _parse_group(files[:half], sources, sink, outcomes)
             _parse_group(files[half:], sources, sink, outcomes)
         return
-    columns, arrays, nodes = decoded
-    findings = Findings(columns)
-    collectives = _GroupCollectives()
+    columns, arrays, nodes, padded = decoded
+    findings = Findings(columns, padded)
+    collectives = CollectivePieces(
+        lambda batch, files: sink.write("collectives", batch, pa.array(files)), flush_rows=sys.maxsize
+    )
     counts = []
     low = 0
     for small in files:
@@ -1031,12 +1054,14 @@ def _parse_group(
     which = np.repeat(np.array([small.index for small in files], np.int32), counts)
     if len(which):
         sink.write("ops", ops_batch([arrays], len(which)), pa.array(which))
-    collectives.flush_to(sink)
+    collectives.flush()
 
 
-def _decode_together(files: list[_SmallFile]) -> tuple[NodeColumns, dict[str, pa.Array], Any] | None:
-    """(columns, ops arrays, upb messages) of the files' node records, or None when upb refuses one
-    of them or the column decoder leaves one to upb."""
+def _decode_together(
+    files: list[_SmallFile],
+) -> tuple[NodeColumns, dict[str, pa.Array], Any, np.ndarray] | None:
+    """(columns, ops arrays, upb messages, the padded bytes the columns point into) of the files'
+    node records, or None when upb refuses one of them or the column decoder leaves one to upb."""
     parts: list[bytes] = []
     starts: list[int] = []
     base = 0
@@ -1059,24 +1084,4 @@ def _decode_together(files: list[_SmallFile]) -> tuple[NodeColumns, dict[str, pa
     arrays = NodeRows._column_arrays(padded, columns)
     if arrays is None:
         return None
-    return columns, arrays, nodes
-
-
-class _GroupCollectives(CollectiveBuffer):
-    """The collective rows of a group of files, each noted with the file it came from (`file`)."""
-
-    def __init__(self) -> None:
-        super().__init__(None)  # type: ignore[arg-type]
-        self.file = 0
-        self.files: list[int] = []
-
-    def append(self, row: CollectiveRow) -> None:
-        self._rows.append(row)
-        self.files.append(self.file)
-
-    def flush(self) -> None:
-        """Kept until the group is done (`flush_to`)."""
-
-    def flush_to(self, sink: FilesSink) -> None:
-        if self._rows:
-            sink.write("collectives", collectives_batch(self._rows), pa.array(self.files, pa.int32()))
+    return columns, arrays, nodes, padded
