@@ -48,6 +48,7 @@ import io
 import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 from typing import IO, Any
 
 import numpy as np
@@ -55,7 +56,7 @@ import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the 
 from google.protobuf.message import DecodeError  # noqa: TID253
 
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.base import BatchSink, FilesSink, Source, TraceError, TraceMeta
+from tracekit.parsers.base import BatchSink, FilesSink, ProcessGroup, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra_collectives import CollectiveColumns, CollectivePieces, collective_columns
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
@@ -606,7 +607,9 @@ class NodeRows:
     def _special(self, node: Any, node_type: int) -> None:
         if node_type == METADATA_NODE:
             if PG_INIT_MARK in node.name:
-                groups = read_process_groups(node.inputs.values, self.checker, _where(node))
+                payload = node.inputs.values
+                known = _groups_read_cleanly(payload) if len(payload) <= _CACHED_PAYLOAD_CHARS else None
+                groups = list(known) if known is not None else read_process_groups(payload, self.checker, _where(node))
                 self.meta.process_groups = merge_groups(self.meta.process_groups, groups)
             return
         row = collective_row(node, node_type)
@@ -619,6 +622,20 @@ class NodeRows:
         self._write_ops()
         self.collectives.flush()
         return self.meta
+
+
+# Process-group payloads up to this size are read once per process (every rank of a job records
+# the same one); the groups are shared, as ingest shares them anyway (never mutated).
+_CACHED_PAYLOAD_CHARS = 1 << 16
+
+
+@lru_cache(maxsize=1024)
+def _groups_read_cleanly(payload: str) -> tuple[ProcessGroup, ...] | None:
+    """The groups of a process-group payload that reads without a warning; None for one that warns
+    (read again on its file, so its warnings name their place)."""
+    meta = TraceMeta(format=FORMAT)
+    groups = read_process_groups(payload, Checker(meta), None)
+    return None if meta.warnings else tuple(groups)
 
 
 class _TypeNames(dict[int, str]):
