@@ -27,6 +27,7 @@ from tracekit.parsers import et_def_pb2
 from tracekit.parsers.chakra_columns import (
     BYTES_VAL,
     STRING_VAL,
+    AttributeColumns,
     NodeColumns,
     attribute_ints,
     decode_attributes,
@@ -72,86 +73,82 @@ class CollectiveColumns:
 def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> CollectiveColumns:
     """The collective rows of the communication nodes `comm` (sorted records) of decoded `nodes`."""
     records = np.asarray(comm, np.int64)
-    offsets = nodes.attr_offsets
-    per_node, index = ranges(offsets[records], offsets[records + 1])
-    attrs = decode_attributes(buf, nodes.attr_starts[index], nodes.attr_ends[index])
+    attrs = _NodeAttributes.read(buf, nodes, records)
     name_offsets, name_bytes = gather(buf, nodes.name_starts[records], nodes.name_ends[records])
     if attrs is None or name_offsets[-1] > _OFFSET_HIGH:
         return CollectiveColumns([], None, comm)
-    attr_offsets, attr_names = gather(buf, attrs.name_starts, attrs.name_ends)
-    if attr_offsets[-1] > _OFFSET_HIGH:
-        return CollectiveColumns([], None, comm)
-    names = pa.StringArray.from_buffers(
-        len(index), pa.py_buffer(attr_offsets.astype(np.int32)), pa.py_buffer(attr_names)
-    )
-    codes = pc.index_in(names, value_set=pa.array(_ATTRS)).fill_null(-1).to_numpy()
-    owners = np.repeat(np.arange(len(records)), np.diff(per_node))
-    ints, present, beyond = attribute_ints(attrs)
-    lasts = {name: _last_of_name(codes == j, owners, len(records)) for j, name in enumerate(_ATTRS)}
-
-    def integer(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(value, present, beyond int64) of each node's attribute `name`, as attr_int reads it."""
-        slot = lasts[name]
-        has = slot >= 0
-        value, there, big = np.zeros(len(slot), np.int64), np.zeros(len(slot), bool), np.zeros(len(slot), bool)
-        value[has], there[has], big[has] = ints[slot[has]], present[slot[has]], beyond[slot[has]]
-        return value, there, big
-
     types = nodes.types[records]
     send, recv, coll = types == COMM_SEND_NODE, types == COMM_RECV_NODE, types == COMM_COLL_NODE
-    code, has_code, big_code = integer("comm_type")
+    code, has_code, big_code = attrs.integer("comm_type")
     rows = ~coll | has_code  # a COMM_COLL_NODE without comm_type is no collective
     label = np.full(len(records), -1, np.int64)
     known = coll & has_code & ~big_code & np.isin(code, _CODES)
     label[known] = np.searchsorted(_CODES, code[known])
     label[send], label[recv] = _SEND_LABEL, _RECV_LABEL
 
-    dst, src = integer("comm_dst"), integer("comm_src")
+    dst, src = attrs.integer("comm_dst"), attrs.integer("comm_src")
     peer = np.where(send, dst[0], src[0])
     has_peer = (send & dst[1]) | (recv & src[1])
     big_peer = (send & dst[2]) | (recv & src[2])
-    size, has_size, big_size = integer("comm_size")
-    rf_id, has_rf_id, big_rf_id = integer("rf_id")
+    size, has_size, big_size = attrs.integer("comm_size")
+    rf_id, has_rf_id, big_rf_id = attrs.integer("rf_id")
     ids = nodes.ids[records]
-    big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
-    pg_slot = lasts["pg_name"]
-    pg_kind = _at(attrs.kinds, pg_slot)
-    pg_number, pg_numeric, pg_big = integer("pg_name")
-    pg_numeric &= pg_kind != STRING_VAL
+    pg_kind = attrs.kind("pg_name")
+    pg_number, pg_numeric, pg_big = attrs.integer("pg_name")
     bad_peer = _outside(ROW_BOUNDS["peer"], peer, has_peer, big_peer)
     bad_size = _outside(ROW_BOUNDS["in_bytes"], size, has_size, big_size)
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
+    big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
     irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big)
     # An irregular row's values are never read (its records go to the reference): nulls suffice.
-    has_peer &= ~bad_peer
-    has_size &= ~bad_size
-    has_rf_id &= ~bad_rf_id
-    pg_numeric &= ~pg_big
     keep = np.flatnonzero(rows)
-    pg_text = pg_slot[keep]
-    text_rows = pg_kind[keep] == STRING_VAL
-    text_starts = np.where(text_rows, _at(attrs.value_starts, pg_text), 0)
-    text_ends = np.where(text_rows, _at(attrs.value_ends, pg_text), 0)
     starts, durations = nodes.starts[records[keep]], nodes.durations[records[keep]]
-    count = len(keep)
     columns = {
         "op_id": pa.array(ids[keep].astype(np.int64)),
-        "op_name": _strings(buf, name_offsets, name_bytes, keep),
+        "op_name": _strings(name_offsets, name_bytes).take(pa.array(keep)),
         "comm_type": pa.array(_LABELS, pa.string()).take(pa.array(label[keep], mask=label[keep] < 0)),
-        "pg_name": _pg_names(buf, text_starts, text_ends, text_rows, pg_number[keep], pg_numeric[keep]),
-        "peer": pa.array(peer[keep], pa.int32(), mask=~has_peer[keep]),
-        "in_bytes": pa.array(size[keep], mask=~has_size[keep]),
+        "pg_name": _pg_names(buf, attrs, keep, pg_number[keep], (pg_numeric & ~pg_big)[keep]),
+        "peer": pa.array(peer[keep], pa.int32(), mask=~(has_peer & ~bad_peer)[keep]),
+        "in_bytes": pa.array(size[keep], mask=~(has_size & ~bad_size)[keep]),
         "start_us": pa.array(starts.astype(np.float64), mask=starts == 0),
         "duration_us": pa.array(durations.astype(np.float64)),
-        "rf_id": pa.array(rf_id[keep], mask=~has_rf_id[keep]),
-        "source": pa.array([SOURCE], pa.string()).take(pa.array(np.zeros(count, np.int64))),
-        "inferred": pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), pa.array([], pa.string())),
+        "rf_id": pa.array(rf_id[keep], mask=~(has_rf_id & ~bad_rf_id)[keep]),
     }
-    schema = arrow_schema("collectives")
-    batch = pa.RecordBatch.from_arrays(
-        [columns[f.name] if f.name in columns else pa.nulls(count, f.type) for f in schema], schema=schema
-    )
-    return CollectiveColumns(records[keep].tolist(), batch, records[rows & irregular].tolist())
+    return CollectiveColumns(records[keep].tolist(), _batch(columns, len(keep)), records[rows & irregular].tolist())
+
+
+class _NodeAttributes:
+    """The attributes of each node of a block, read by name as `collective_row` reads them: the last
+    attribute of a name wins; integers as `attr_int` reads them (`attribute_ints`)."""
+
+    def __init__(self, columns: AttributeColumns, slots: dict[str, np.ndarray]) -> None:
+        self.columns, self.slots = columns, slots
+        self.ints, self.present, self.beyond = attribute_ints(columns)
+
+    @classmethod
+    def read(cls, buf: np.ndarray, nodes: NodeColumns, records: np.ndarray) -> _NodeAttributes | None:
+        """The attributes of nodes `records`; None when the column decoder leaves them to upb."""
+        offsets = nodes.attr_offsets
+        per_node, index = ranges(offsets[records], offsets[records + 1])
+        columns = decode_attributes(buf, nodes.attr_starts[index], nodes.attr_ends[index])
+        if columns is None:
+            return None
+        name_offsets, name_bytes = gather(buf, columns.name_starts, columns.name_ends)
+        if name_offsets[-1] > _OFFSET_HIGH:
+            return None
+        codes = pc.index_in(_strings(name_offsets, name_bytes), value_set=pa.array(_ATTRS)).fill_null(-1)
+        owners = np.repeat(np.arange(len(records)), np.diff(per_node))
+        named = codes.to_numpy()
+        return cls(columns, {name: _last_of_name(named == j, owners, len(records)) for j, name in enumerate(_ATTRS)})
+
+    def integer(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, present, beyond int64) of each node's attribute `name` as an integer."""
+        slot = self.slots[name]
+        return _at(self.ints, slot), _at(self.present, slot), _at(self.beyond, slot)
+
+    def kind(self, name: str) -> np.ndarray:
+        """The `value` member each node's attribute `name` sets (0: none, or no such attribute)."""
+        return _at(self.columns.kinds, self.slots[name])
 
 
 def _last_of_name(hit: np.ndarray, owners: np.ndarray, count: int) -> np.ndarray:
@@ -179,21 +176,35 @@ def _outside(bound: Bound, values: np.ndarray, present: np.ndarray, beyond: np.n
     return present & (beyond | (values < bound.low) | (values > bound.high))
 
 
-def _strings(buf: np.ndarray, offsets: np.ndarray, data: np.ndarray, keep: np.ndarray) -> pa.Array:
-    names = pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
-    return names if len(keep) == len(offsets) - 1 else names.take(pa.array(keep))
+def _strings(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
 
 
 def _pg_names(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, text: np.ndarray, numbers: np.ndarray, numeric: np.ndarray
+    buf: np.ndarray, attrs: _NodeAttributes, keep: np.ndarray, numbers: np.ndarray, numeric: np.ndarray
 ) -> pa.Array:
-    """pg_name: a string attribute's text, an integer attribute's decimal text (as str() writes it)."""
+    """pg_name of rows `keep`: a string attribute's text, an integer attribute's decimal text (as
+    str() writes it), else null."""
+    slot = attrs.slots["pg_name"][keep]
+    text = _at(attrs.columns.kinds, slot) == STRING_VAL
+    starts = np.where(text, _at(attrs.columns.value_starts, slot), 0)
+    ends = np.where(text, _at(attrs.columns.value_ends, slot), 0)
     offsets, data = gather(buf, starts, ends)
     valid = pa.py_buffer(np.packbits(text, bitorder="little"))
     names = pa.StringArray.from_buffers(len(text), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), valid)
     if numeric.any():
         names = pc.if_else(pa.array(numeric), pa.array(numbers).cast(pa.string()), names)
     return names
+
+
+def _batch(columns: dict[str, pa.Array], count: int) -> pa.RecordBatch:
+    """A `collectives` batch of the rows' columns; the others are null, `inferred` empty lists."""
+    columns["source"] = pa.array([SOURCE], pa.string()).take(pa.array(np.zeros(count, np.int64)))
+    columns["inferred"] = pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), pa.array([], pa.string()))
+    schema = arrow_schema("collectives")
+    return pa.RecordBatch.from_arrays(
+        [columns[f.name] if f.name in columns else pa.nulls(count, f.type) for f in schema], schema=schema
+    )
 
 
 class CollectivePieces:
