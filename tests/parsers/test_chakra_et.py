@@ -478,6 +478,20 @@ def test_process_group_init_unreadable_is_ignored(payload: str) -> None:
     assert parsed.meta.process_groups == [] and parsed.meta.node_count == 1
 
 
+def test_process_groups_are_read_once_per_payload_and_warn_on_every_file() -> None:
+    """Every rank of a job records the same payload: read once per process (cached), yet a payload
+    that warns warns on each file, at its own node."""
+    bad = str(['[{"pg_name": "0", "group_size": 2}, {"pg_desc": "no name"}]'])
+    chakra_et._groups_read_cleanly.cache_clear()
+    for node_id in (1, 2):
+        meta = parse_with(chakra_et, record(node_bytes(node_id, "## process_group:init ##", 1, inputs=PG_NEW))).meta
+        assert meta.process_groups == [ProcessGroup("0", "default_pg", "nccl", 2, [])]
+        meta = parse_with(chakra_et, record(node_bytes(node_id, "## process_group:init ##", 1, inputs=bad))).meta
+        assert [g.pg_name for g in meta.process_groups] == ["0"]
+        assert [w.where for w in meta.warnings] == [f"node id {node_id}"]
+    assert chakra_et._groups_read_cleanly.cache_info().hits == 2
+
+
 def test_gzip_file(tmp_path: Path) -> None:
     path = tmp_path / "trace.3.et.gz"
     with EtWriter(path) as w:

@@ -94,17 +94,21 @@ def _file(draw: st.DrawFn) -> bytes:
     return data
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_file(), max_size=12))
-def test_generated_sets_of_files(files: list[bytes]) -> None:
-    assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_file(), max_size=12), st.sampled_from([1, 2, 5, 1000]))
+def test_generated_sets_of_files(files: list[bytes], lockstep: int) -> None:
+    """Framed in lockstep down to `lockstep` files, the rest record by record."""
+    with mock.patch.object(chakra_et, "LOCKSTEP_MIN_FILES", lockstep):
+        assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(_file(), min_size=2, max_size=8), st.integers(1, 4))
 def test_generated_sets_of_files_in_small_groups(files: list[bytes], limit: int) -> None:
-    """Files too big to hold (left to `parse`), groups cut by size: the same outcomes."""
-    with mock.patch.multiple(chakra_et, MANY_FILE_BYTES=limit * 40, MANY_GROUP_BYTES=limit * 60):
+    """Files too big to hold or with more than one group of nodes (left to `parse`), groups cut by
+    size: the same outcomes."""
+    patched: dict[str, Any] = {"MANY_FILE_BYTES": limit * 40, "MANY_GROUP_BYTES": limit * 60}
+    with mock.patch.multiple(chakra_et, **patched, LOCKSTEP_MIN_FILES=1, DECODE_ROWS=limit + 1):
         assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
 
 
@@ -142,3 +146,12 @@ def test_files_decoded_together_go_through_one_upb_call() -> None:
     with mock.patch.object(chakra_et, "parse", side_effect=AssertionError("file by file")):
         outcomes = chakra_et.parse_many(sources, FilesMemory())
     assert [o.node_count for o in outcomes if isinstance(o, TraceMeta)] == [5] * 6
+
+
+def test_a_fleet_of_files_framed_in_lockstep() -> None:
+    """More files than LOCKSTEP_MIN_FILES, of different lengths, a damaged one among them."""
+    node = record(et_def_pb2.Node(id=1, name="n", type="COMP_NODE").SerializeToString())
+    files = [_METADATA * (i % 2) + node * (i % 7 + 1) for i in range(chakra_et.LOCKSTEP_MIN_FILES + 9)]
+    files[5] = files[5][:-2]
+    alone = assert_many_as_one([BytesSource(d, f"f{i}", "f.et") for i, d in enumerate(files)])
+    assert [o[0] for o in alone].count("error") == 1

@@ -9,7 +9,9 @@ reader stops only at the true end of the stream, never at an empty record.
 Reading (`parse`): the stream is framed into blocks of FLUSH_ROWS records (memory is bounded by the
 block plus the largest record). Each block is validated by upb in one call (a 0x0A tag put before
 each frame makes the block one `repeated Node` message), and its `ops` columns are decoded from the
-wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field.
+wire bytes column-wise with numpy (tracekit.parsers.chakra_columns): no Python per node and field;
+its `collectives` rows too, from the communication nodes' attributes (tracekit.parsers.chakra_collectives),
+except around a row whose values the rules must null and note, which the reference path reads.
 A block upb refuses, or whose records the column decoder leaves to upb (groups, known fields under
 an unexpected wire type), is read record by record exactly as `parse_records` reads every file
 (each record decoded into a *fresh* upb message: reusing one grows memory about four-fold), so both
@@ -42,9 +44,10 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
 
 from __future__ import annotations
 
-import io
+import sys
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 from typing import IO, Any
 
 import numpy as np
@@ -52,12 +55,13 @@ import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the 
 from google.protobuf.message import DecodeError  # noqa: TID253
 
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.base import BatchSink, FilesSink, Source, TraceError, TraceMeta
+from tracekit.parsers.base import BatchSink, FilesSink, ProcessGroup, Source, TraceError, TraceMeta
+from tracekit.parsers.chakra_collectives import CollectiveColumns, CollectivePieces, collective_columns
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, collectives_batch, finished
+from tracekit.parsers.common.rows import CollectiveRow, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -376,7 +380,8 @@ class NodeRows:
     columns with one comprehension per column: far less Python per node than a dict row each.
     The pending batch is kept small because every decoded upb message owns an arena (about 2 KB);
     the column chunks are joined into `flush_rows`-row batches for the sink. Only communication and
-    metadata nodes get per-node Python (collectives are rare).
+    metadata nodes get per-node Python here; the column path (`add_columns`, `check_records`) builds
+    collective rows column-wise too.
     """
 
     def __init__(
@@ -385,7 +390,7 @@ class NodeRows:
         fmt: str,
         flush_rows: int = FLUSH_ROWS,
         decode_rows: int = DECODE_ROWS,
-        collectives: CollectiveBuffer | None = None,
+        collectives: CollectivePieces | None = None,
     ) -> None:
         self.sink = sink
         self.meta = TraceMeta(format=fmt)
@@ -393,7 +398,9 @@ class NodeRows:
         self.flush_rows = flush_rows
         self.decode_rows = min(decode_rows, flush_rows)
         # `parse_many` gathers the collective rows of many files in one buffer of its own.
-        self.collectives = collectives or CollectiveBuffer(sink, min(flush_rows, COLLECTIVE_FLUSH_ROWS))
+        self.collectives = collectives or CollectivePieces(
+            lambda batch, _files: sink.write("collectives", batch), min(flush_rows, COLLECTIVE_FLUSH_ROWS)
+        )
         self.pending: list[Any] = []
         self._chunks: list[dict[str, pa.Array]] = []
         self._chunk_rows = 0
@@ -508,7 +515,7 @@ class NodeRows:
         arrays = self._column_arrays(buf, columns)
         if arrays is None:
             return False
-        findings = Findings(columns)
+        findings = Findings(columns, buf)
         step = self.decode_rows
         low = 0
         while low < count:
@@ -529,8 +536,10 @@ class NodeRows:
         self, columns: NodeColumns, findings: Findings, nodes: Any, low: int, high: int, place: Callable[[int], str]
     ) -> None:
         """Records [low, high) of decoded columns, as `flush` takes a group of pending nodes: counted
-        against the untyped limit, their ids beyond int64 noted, their special nodes read from `nodes`.
-        A TraceError without a place is placed at record high - 1."""
+        against the untyped limit, their ids beyond int64 noted, their special nodes read from `nodes`
+        (their collective rows taken from the columns `findings` built, unless the rules must see
+        one of them: then from `nodes`, as `flush` reads them). A TraceError without a place is
+        placed at record high - 1."""
         checker = self.checker
         self.meta.node_count += high - low
         try:
@@ -549,9 +558,15 @@ class NodeRows:
                         values[offsets[i] : offsets[i + 1]].tolist(),
                         f"node id {columns.ids[i]}",
                     )
-            types = columns.types
-            for i in findings.within(findings.special, low, high):
-                self._special(nodes[i], int(types[i]))
+            collectives = findings.collectives
+            if collectives is not None and collectives.regular(low, high):
+                for i in findings.within(findings.metadata, low, high):
+                    self._special(nodes[i], METADATA_NODE)
+                self.collectives.add_span(collectives, low, high)
+            else:
+                types = columns.types
+                for i in findings.within(findings.special, low, high):
+                    self._special(nodes[i], int(types[i]))
         except TraceError as exc:
             if exc.where is None:
                 exc.where = place(high - 1)
@@ -591,7 +606,9 @@ class NodeRows:
     def _special(self, node: Any, node_type: int) -> None:
         if node_type == METADATA_NODE:
             if PG_INIT_MARK in node.name:
-                groups = read_process_groups(node.inputs.values, self.checker, _where(node))
+                payload = node.inputs.values
+                known = _groups_read_cleanly(payload) if len(payload) <= _CACHED_PAYLOAD_CHARS else None
+                groups = list(known) if known is not None else read_process_groups(payload, self.checker, _where(node))
                 self.meta.process_groups = merge_groups(self.meta.process_groups, groups)
             return
         row = collective_row(node, node_type)
@@ -604,6 +621,20 @@ class NodeRows:
         self._write_ops()
         self.collectives.flush()
         return self.meta
+
+
+# Process-group payloads up to this size are read once per process (every rank of a job records
+# the same one); the groups are shared, as ingest shares them anyway (never mutated).
+_CACHED_PAYLOAD_CHARS = 1 << 16
+
+
+@lru_cache(maxsize=1024)
+def _groups_read_cleanly(payload: str) -> tuple[ProcessGroup, ...] | None:
+    """The groups of a process-group payload that reads without a warning; None for one that warns
+    (read again on its file, so its warnings name their place)."""
+    meta = TraceMeta(format=FORMAT)
+    groups = read_process_groups(payload, Checker(meta), None)
+    return None if meta.warnings else tuple(groups)
 
 
 class _TypeNames(dict[int, str]):
@@ -624,14 +655,20 @@ _OFFSET_HIGH = (1 << 31) - 1
 
 class Findings:
     """What the rules look at in decoded columns, found once for all their records: a running count
-    of untyped records, and the (sorted) records that are special or hold ids beyond int64."""
+    of untyped records, the (sorted) records that are special (metadata among them) or hold ids
+    beyond int64, and the collective rows of the communication nodes, built column-wise."""
 
-    __slots__ = ("bad_ctrl", "bad_data", "bad_ids", "special", "untyped")
+    __slots__ = ("bad_ctrl", "bad_data", "bad_ids", "collectives", "metadata", "special", "untyped")
 
-    def __init__(self, columns: NodeColumns) -> None:
+    def __init__(self, columns: NodeColumns, buf: np.ndarray) -> None:
         types = columns.types
         self.untyped = np.cumsum(types == 0)
-        self.special: list[int] = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES)).tolist()
+        special = np.flatnonzero(np.isin(types, _SPECIAL_TYPE_CODES))
+        self.special: list[int] = special.tolist()
+        metadata = types[special] == METADATA_NODE
+        self.metadata: list[int] = special[metadata].tolist()
+        comm = special[~metadata].tolist()
+        self.collectives: CollectiveColumns | None = collective_columns(buf, columns, comm) if comm else None
         self.bad_ids: list[int] = np.flatnonzero(columns.ids > _INT64_HIGH).tolist()
         self.bad_ctrl = _out_of_bounds(columns.ctrl_offsets, columns.ctrl_values)
         self.bad_data = _out_of_bounds(columns.data_offsets, columns.data_values)
@@ -729,8 +766,9 @@ def _int_attr(attrs: dict[str, Any], name: str) -> int | None:
 
 
 def _node_block_class() -> Any:
-    """`message NodeBlock { repeated Node nodes = 1; }`: a block of .et records with a 0x0A tag
-    put before each frame is one such message, which upb parses (and validates) in one call."""
+    """`message TracekitNodeBlock { repeated Node nodes = 1; repeated GlobalMetadata metadata = 2; }`:
+    a block of .et records with a 0x0A tag put before each Node frame (0x12 before a GlobalMetadata
+    frame) is one such message, which upb parses (and validates) in one call."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     pool = descriptor_pool.Default()
@@ -744,19 +782,22 @@ def _node_block_class() -> Any:
             dependency=[et_def_pb2.DESCRIPTOR.name],
         )
         message = proto.message_type.add(name="TracekitNodeBlock")
-        message.field.add(
-            name="nodes",
-            number=1,
-            type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-            type_name=".ChakraProtoMsg.Node",
-        )
+        for name, number, type_name in (("nodes", 1, "Node"), ("metadata", 2, "GlobalMetadata")):
+            message.field.add(
+                name=name,
+                number=number,
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+                type_name=f".ChakraProtoMsg.{type_name}",
+            )
         pool.AddSerializedFile(proto.SerializeToString())
         descriptor = pool.FindMessageTypeByName("ChakraProtoMsg.TracekitNodeBlock")
     return message_factory.GetMessageClass(descriptor)
 
 
 _NODE_BLOCK = _node_block_class()
+# The tags of TracekitNodeBlock's fields put before each frame: nodes = 1, metadata = 2 (wire type 2).
+_NODE_TAG, _METADATA_TAG = 0x0A, 0x12
 
 
 def _read_block(rows: NodeRows, block: Block) -> None:
@@ -882,37 +923,12 @@ def _decode(from_string: Any, payload: bytes, index: int, offset: int) -> Any:
 # MANY_GROUP_BYTES of them in one call. Any other file is read by `parse`.
 MANY_FILE_BYTES = 1 << 20
 MANY_GROUP_BYTES = 16 << 20
-
-
-_DAMAGED = Block(b"", [], 0, 0, 0, None)
-
-
-class _SmallFile:
-    """A file framed whole, ready to be decoded with others: its node records are data[low:end]."""
-
-    __slots__ = ("block", "index", "metadata")
-
-    def __init__(self, index: int, block: Block | None, metadata: Any) -> None:
-        self.index, self.block, self.metadata = index, block, metadata
-
-    @property
-    def records(self) -> int:
-        return len(self.block.frames) if self.block is not None else 0
-
-    def segment(self) -> tuple[bytes, list[int]]:
-        """The bytes of its node records and their frame starts within them."""
-        block = self.block
-        if block is None:
-            return b"", []
-        low = block.frames[0]
-        return block.data[low : block.end], [f - low for f in block.frames]
-
-    def placer(self, first: int) -> Callable[[int], str]:
-        """Where record i of a group whose record `first` is this file's first node record is, in
-        error messages."""
-        block = self.block
-        assert block is not None
-        return lambda i: where(block.index + i - first, block.offset(i - first))
+# Files are framed in lockstep (record k of every file at once) while at least this many are left;
+# a step costs about as much as framing this many records one by one, which the rest are.
+LOCKSTEP_MIN_FILES = 32
+# Record lengths of more than 4 varint bytes (beyond MAX_RECORD_BYTES unless written with needless
+# continuation bytes) are left to `parse`, which says what is wrong.
+_LENGTH_BYTES = 4
 
 
 class _FileSink:
@@ -932,28 +948,30 @@ def parse_many(sources: Sequence[Source], sink: FilesSink) -> list[TraceMeta | T
     may be among them: its outcome says to drop them. A file too big to hold gets None: the caller
     reads it with `parse` (where its rows can spill).
 
-    Small files are framed one by one, then their node records validated by upb in one call and
-    decoded column-wise in one call; the rules (untyped records, ids, special nodes) are taken per
-    file over its records (`NodeRows.check_records`), as `parse` takes them. A small file the shared
-    path cannot take whole (a framing or decode error, records the column decoder leaves to upb) is
-    read by `parse` here.
+    Small files are laid end to end and framed together (`_frame_files`), then their records
+    validated by upb in one call and their node records decoded column-wise in one call; the rules
+    (untyped records, ids, special nodes) are taken per file over its records
+    (`NodeRows.check_records`), as `parse` takes them. A small file the shared path cannot take
+    whole (empty, corrupt compression, a framing or decode error, more than one group of node
+    records, records the column decoder leaves to upb) is read by `parse` here.
     """
     outcomes: list[TraceMeta | TraceError | None] = [None] * len(sources)
-    group: list[_SmallFile] = []
+    group: list[tuple[int, bytes]] = []
     size = 0
     for index, source in enumerate(sources):
-        small = _frame_small(index, source)
-        if small is None:
+        data = _read_small(source)
+        if data is None:
             continue  # too big to hold: left to the caller
-        if small.block is _DAMAGED:
+        if not data:
             outcomes[index] = _parse_alone(source, _FileSink(sink, index))
             continue
-        group.append(small)
-        size += small.block.end if small.block is not None else 0
+        group.append((index, data))
+        size += len(data)
         if size >= MANY_GROUP_BYTES:
             _parse_group(group, sources, sink, outcomes)
             group, size = [], 0
-    _parse_group(group, sources, sink, outcomes)
+    if group:
+        _parse_group(group, sources, sink, outcomes)
     return outcomes
 
 
@@ -964,119 +982,211 @@ def _parse_alone(source: Source, sink: BatchSink) -> TraceMeta | TraceError:
         return exc
 
 
-def _frame_small(index: int, source: Source) -> _SmallFile | None:
-    """The file framed whole; None when it is too big to hold. Its block is _DAMAGED when `parse`
-    must read it (empty, corrupt gzip, damaged framing, a GlobalMetadata upb refuses, more than one
-    group of node records)."""
-    damaged = _SmallFile(index, _DAMAGED, None)
+def _read_small(source: Source) -> bytes | None:
+    """The file's bytes; None when it is too big to hold; b"" when `parse` must read it (empty, or
+    corrupt compression: `parse` says where)."""
     try:
         with source.open() as stream:
             data = stream.read(MANY_FILE_BYTES + 1)
-    except TraceError:  # corrupt compression: `parse` says where
-        return damaged
-    if len(data) > MANY_FILE_BYTES:
-        return None
-    reader = BlockReader(io.BytesIO(data), len(data) + 1)
-    first = reader.read(1)
-    if first is None or first.error is not None:
-        return damaged
-    metadata = None
-    if not _first_record_is_node(first.payload(0)):
+    except TraceError:
+        return b""
+    return None if len(data) > MANY_FILE_BYTES else data
+
+
+class _Framed:
+    """Files laid end to end in `data` and framed: each record's frame start, body and end (positions
+    in `data`, in order) and whether it is a Node (else its file's GlobalMetadata), each file's
+    first node record among node records (`first_nodes`, with their count at the end), and the
+    files `parse` must read (`damaged`: positions in the list of files)."""
+
+    __slots__ = ("bodies", "damaged", "data", "ends", "file_starts", "first_nodes", "has_metadata", "is_node", "starts")
+
+    def __init__(self, datas: list[bytes]) -> None:
+        self.data = b"".join(datas)
+        sizes = np.fromiter((len(d) for d in datas), np.int64, len(datas))
+        file_ends = np.cumsum(sizes)
+        self.file_starts = file_ends - sizes
+        self.starts, self.bodies, self.ends, damaged = _frame_files(self.data, self.file_starts, file_ends)
+        self.damaged: list[int] = np.flatnonzero(damaged).tolist()
+        if not self.damaged:
+            self._find_nodes()
+
+    def _find_nodes(self) -> None:
+        """Which first records are GlobalMetadata; files with more than one group of node records
+        are damaged."""
+        data = self.data
+        first = np.searchsorted(self.starts, self.file_starts)
+        heads = zip(self.bodies[first].tolist(), self.ends[first].tolist(), strict=True)
+        self.has_metadata = [not _first_record_is_node(data[body:end]) for body, end in heads]
+        self.is_node = np.ones(len(self.starts), bool)
+        self.is_node[first[np.array(self.has_metadata, bool)]] = False
+        bounds = np.append(first, len(self.starts))
+        self.first_nodes = bounds - np.cumsum(np.append(0, ~self.is_node))[bounds]
+        self.damaged = np.flatnonzero(np.diff(self.first_nodes) > DECODE_ROWS).tolist()
+
+
+def _frame_files(
+    data: bytes, file_starts: np.ndarray, file_ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(frame starts, bodies, ends, damaged) of the records of the (non-empty) files laid end to end
+    in `data` at [file_starts, file_ends): record k of every file at once while LOCKSTEP_MIN_FILES
+    are left, the rest record by record. A file is damaged (left to `parse`) when its framing is
+    not clean or it holds more records than a GlobalMetadata and one DECODE_ROWS group."""
+    buf = np.frombuffer(data + bytes(_LENGTH_BYTES), np.uint8)
+    most = DECODE_ROWS + 1
+    cursor = file_starts.copy()
+    counts = np.zeros(len(file_starts), np.int64)
+    damaged = np.zeros(len(file_starts), bool)
+    pieces: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    active = np.flatnonzero(cursor < file_ends)
+    while active.size >= LOCKSTEP_MIN_FILES:
+        pos = cursor[active]
+        lengths, bodies, unfinished = _lengths(buf, pos)
+        ends = bodies + lengths
+        counts[active] += 1
+        bad = unfinished | (lengths > MAX_RECORD_BYTES) | (ends > file_ends[active]) | (counts[active] > most)
+        damaged[active[bad]] = True
+        good = ~bad
+        for piece, values in zip(pieces, (pos, bodies, ends), strict=True):
+            piece.append(values[good])
+        active, ends = active[good], ends[good]
+        cursor[active] = ends
+        active = active[ends < file_ends[active]]
+    for file in active.tolist():
+        frames = _frame_rest(data, int(cursor[file]), int(file_ends[file]), most - int(counts[file]))
+        if frames is None:
+            damaged[file] = True
+        else:
+            for piece, values in zip(pieces, frames, strict=True):
+                piece.append(np.array(values, np.int64))
+    starts, bodies, ends = (np.concatenate(piece) if piece else np.zeros(0, np.int64) for piece in pieces)
+    order = np.argsort(starts, kind="stable")
+    return starts[order], bodies[order], ends[order], damaged
+
+
+def _lengths(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, positions after, still unfinished after _LENGTH_BYTES) of the varints at `pos`."""
+    byte = buf[pos]
+    values = (byte & 0x7F).astype(np.int64)
+    after = pos + 1
+    more = np.flatnonzero(byte >= 0x80)
+    for k in range(1, _LENGTH_BYTES):
+        if not more.size:
+            break
+        byte = buf[pos[more] + k]
+        values[more] |= (byte & 0x7F).astype(np.int64) << (7 * k)
+        after[more] += 1
+        more = more[byte >= 0x80]
+    unfinished = np.zeros(len(pos), bool)
+    unfinished[more] = True
+    return values, after, unfinished
+
+
+def _frame_rest(data: bytes, pos: int, end: int, room: int) -> tuple[list[int], list[int], list[int]] | None:
+    """(frame starts, bodies, ends) of the records in data[pos:end], one by one; None when the
+    framing is not clean or there are more than `room` records."""
+    starts: list[int] = []
+    bodies: list[int] = []
+    ends: list[int] = []
+    while pos < end:
         try:
-            metadata = et_def_pb2.GlobalMetadata.FromString(first.payload(0))
-        except DecodeError:
-            return damaged
-    else:
-        reader.rewind(first)
-    block = reader.read(DECODE_ROWS + 1)
-    if block is not None and (block.error is not None or len(block.frames) > DECODE_ROWS):
-        return damaged
-    return _SmallFile(index, block, metadata)
+            length, body = decode_varint(data, pos)
+        except (IndexError, ValueError):
+            return None
+        stop = body + length
+        if body > end or stop > end or length > MAX_RECORD_BYTES or len(starts) == room:
+            return None
+        starts.append(pos)
+        bodies.append(body)
+        ends.append(stop)
+        pos = stop
+    return starts, bodies, ends
 
 
 def _parse_group(
-    files: list[_SmallFile], sources: Sequence[Source], sink: FilesSink, outcomes: list[TraceMeta | TraceError | None]
+    files: list[tuple[int, bytes]],
+    sources: Sequence[Source],
+    sink: FilesSink,
+    outcomes: list[TraceMeta | TraceError | None],
 ) -> None:
-    """Files framed whole, decoded together; a group upb or the column decoder refuses is halved
-    until the files at fault are alone, and those are read by `parse`."""
-    decoded = _decode_together(files) if files else None
+    """Files (index in `sources`, bytes) framed and decoded together. A file whose framing is
+    damaged is read by `parse`; a group upb or the column decoder refuses is halved until the files
+    at fault are alone, and those are read by `parse`."""
+    framed = _Framed([data for _, data in files])
+    if framed.damaged:
+        for position in framed.damaged:
+            index = files[position][0]
+            outcomes[index] = _parse_alone(sources[index], _FileSink(sink, index))
+        damaged = set(framed.damaged)
+        files = [file for position, file in enumerate(files) if position not in damaged]
+        if files:
+            _parse_group(files, sources, sink, outcomes)
+        return
+    decoded = _decode_together(framed)
     if decoded is None:
         if len(files) == 1:
-            index = files[0].index
+            index = files[0][0]
             outcomes[index] = _parse_alone(sources[index], _FileSink(sink, index))
-        elif files:
+        else:
             half = len(files) // 2
             _parse_group(files[:half], sources, sink, outcomes)
             _parse_group(files[half:], sources, sink, outcomes)
         return
-    columns, arrays, nodes = decoded
-    findings = Findings(columns)
-    collectives = _GroupCollectives()
-    counts = []
-    low = 0
-    for small in files:
-        high = low + small.records
-        rows = NodeRows(_FileSink(sink, small.index), FORMAT, collectives=collectives)
-        if small.metadata is not None:
-            rows.add_metadata(small.metadata)
-        collectives.file = small.index
+    columns, arrays, nodes, metadata, padded = decoded
+    findings = Findings(columns, padded)
+    collectives = CollectivePieces(
+        lambda batch, which: sink.write("collectives", batch, pa.array(which)), flush_rows=sys.maxsize
+    )
+    node_starts = framed.starts[framed.is_node]
+    first_nodes = framed.first_nodes.tolist()
+    file_starts = framed.file_starts.tolist()
+    metadata_read = 0
+    for position, (index, _) in enumerate(files):
+        low, high = first_nodes[position], first_nodes[position + 1]
+        rows = NodeRows(_FileSink(sink, index), FORMAT, collectives=collectives)
+        skipped = 0
+        if framed.has_metadata[position]:
+            rows.add_metadata(metadata[metadata_read])
+            metadata_read += 1
+            skipped = 1
+        collectives.file = index
         try:
             if high > low:
-                rows.check_records(columns, findings, nodes, low, high, small.placer(low))
-            outcomes[small.index] = rows.meta
+                place = _placer(low, skipped, node_starts, file_starts[position])
+                rows.check_records(columns, findings, nodes, low, high, place)
+            outcomes[index] = rows.meta
         except TraceError as exc:
-            outcomes[small.index] = exc
-        counts.append(small.records)
-        low = high
-    which = np.repeat(np.array([small.index for small in files], np.int32), counts)
+            outcomes[index] = exc
+    which = np.repeat(np.array([index for index, _ in files], np.int32), np.diff(framed.first_nodes))
     if len(which):
         sink.write("ops", ops_batch([arrays], len(which)), pa.array(which))
-    collectives.flush_to(sink)
+    collectives.flush()
 
 
-def _decode_together(files: list[_SmallFile]) -> tuple[NodeColumns, dict[str, pa.Array], Any] | None:
-    """(columns, ops arrays, upb messages) of the files' node records, or None when upb refuses one
-    of them or the column decoder leaves one to upb."""
-    parts: list[bytes] = []
-    starts: list[int] = []
-    base = 0
-    for small in files:
-        data, frames = small.segment()
-        parts.append(data)
-        starts.extend(base + f for f in frames)
-        base += len(data)
-    segment = np.frombuffer(b"".join(parts), np.uint8)
-    heads = np.asarray(starts, dtype=np.int64)
+def _placer(low: int, skipped: int, node_starts: np.ndarray, file_start: int) -> Callable[[int], str]:
+    """Where node record i of a group is, in error messages, for the file whose first node record
+    is the group's record `low` (after `skipped` GlobalMetadata records)."""
+    return lambda i: where(i - low + skipped, int(node_starts[i]) - file_start)
+
+
+def _decode_together(framed: _Framed) -> tuple[NodeColumns, dict[str, pa.Array], Any, Any, np.ndarray] | None:
+    """(columns, ops arrays, upb Node messages, upb GlobalMetadata messages, the padded bytes the
+    columns point into) of framed files, or None when upb refuses one of their records or the column
+    decoder leaves one to upb. The records are validated by upb in one call: with a tag put before
+    each frame, the files are one message, their nodes in one repeated field, their GlobalMetadata
+    records in another."""
+    segment = np.frombuffer(framed.data, np.uint8)
+    tags = np.where(framed.is_node, _NODE_TAG, _METADATA_TAG).astype(np.uint8)
     try:
-        nodes = _NODE_BLOCK.FromString(np.insert(segment, heads, 0x0A).tobytes()).nodes
+        block = _NODE_BLOCK.FromString(np.insert(segment, framed.starts, tags).tobytes())
     except DecodeError:
         return None
     padded = np.concatenate((segment, np.zeros(16, np.uint8)))
-    lengths, bodies = varints(padded, heads)
-    columns = decode_nodes(padded, bodies, bodies + lengths.astype(np.int64))
+    is_node = framed.is_node
+    columns = decode_nodes(padded, framed.bodies[is_node], framed.ends[is_node])
     if columns is None:
         return None
     arrays = NodeRows._column_arrays(padded, columns)
     if arrays is None:
         return None
-    return columns, arrays, nodes
-
-
-class _GroupCollectives(CollectiveBuffer):
-    """The collective rows of a group of files, each noted with the file it came from (`file`)."""
-
-    def __init__(self) -> None:
-        super().__init__(None)  # type: ignore[arg-type]
-        self.file = 0
-        self.files: list[int] = []
-
-    def append(self, row: CollectiveRow) -> None:
-        self._rows.append(row)
-        self.files.append(self.file)
-
-    def flush(self) -> None:
-        """Kept until the group is done (`flush_to`)."""
-
-    def flush_to(self, sink: FilesSink) -> None:
-        if self._rows:
-            sink.write("collectives", collectives_batch(self._rows), pa.array(self.files, pa.int32()))
+    return columns, arrays, block.nodes, block.metadata, padded
