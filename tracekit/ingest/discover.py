@@ -61,8 +61,9 @@ class InputFile:
     job: JobInfo
     display: str
     name: str
-    path: Path | None = None
+    path: str | None = None  # the file, or the archive holding it (a string: a million Paths cost ~0.5 GB)
     member: str | None = None  # set for archive members; their bytes are read by `with_data`
+    size: int | None = None  # in bytes, when discovery learned it (None: ask the file system)
     data: bytes | None = None
     error: str | None = None  # set when the file was refused before parsing
     seq: int = 0  # position in discovery order
@@ -269,13 +270,23 @@ class _FolderWalk:
                 self.folder(os.path.join(resolved, entry.name), (*parts, entry.name), manifest)
             elif looks_like_trace(entry.name) and entry.is_file():
                 display = self.prefix + "/".join((*parts, entry.name))
-                where = Where(Path(display), Path(os.path.join(resolved, entry.name)), parts, self.top)
+                file = os.path.join(resolved, entry.name)
                 if manifest is not None or is_archive(entry.name) or self.job:
+                    where = Where(Path(display), Path(file), parts, self.top)
                     _add(self.found, self.seen, where, _job_for(where, self.job, self.label, manifest))
                     continue
-                if folder_job is None:
-                    folder_job = _job_for(where, None, self.label, None)
-                _add(self.found, self.seen, where, folder_job)
+                if folder_job is None:  # a fleet's folders hold many files: one Where per folder, not per file
+                    folder_job = _job_for(Where(Path(display), Path(file), parts, self.top), None, self.label, None)
+                if (file, None) not in self.seen:
+                    self.seen.add((file, None))
+                    self.found.files.append(InputFile(folder_job, display, entry.name, display, size=_size(entry)))
+
+
+def _size(entry: os.DirEntry[str]) -> int | None:
+    try:
+        return entry.stat().st_size
+    except OSError:
+        return None
 
 
 def _add(found: Discovery, seen: set[tuple[str, str | None]], where: Where, job: JobInfo) -> None:
@@ -329,17 +340,17 @@ def _job_for(where: Where, job: str | None, label: str | None, manifest: Manifes
 def _expand(path: Path, job: JobInfo) -> Iterator[InputFile]:
     display = str(path)
     if is_archive(path.name):
-        yield from list_archive(path, display, job)
+        yield from list_archive(display, display, job)
     else:
-        yield InputFile(job, display, path.name, path=path)
+        yield InputFile(job, display, path.name, path=display)
 
 
 class _Archive:
     """A tar/tgz archive opened for one streaming pass, inflation bounded; closes its file too."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         raw = open(path, "rb")
-        self.stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size)))
+        self.stream = io.BufferedReader(BoundedReader(raw, inflate_limit(os.fstat(raw.fileno()).st_size)))
         try:
             self.tar = tarfile.open(fileobj=self.stream, mode="r|*")
         except BaseException:
@@ -353,15 +364,16 @@ class _Archive:
             self.stream.close()
 
 
-def list_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
+def list_archive(path: str, display: str, job: JobInfo) -> Iterator[InputFile]:
     """The trace members of a tar/tgz archive, in one streaming pass, without their bytes."""
+    name = os.path.basename(path)
     try:
         archive = _Archive(path)
     except (TraceError, tarfile.TarError, EOFError) as exc:
-        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+        yield InputFile(job, display, name, path=path, error=_archive_error(display, exc))
         return
     except OSError as exc:
-        yield InputFile(job, display, path.name, path=path, error=f"{display}: cannot open ({exc.strerror or exc})")
+        yield InputFile(job, display, name, path=path, error=f"{display}: cannot open ({exc.strerror or exc})")
         return
     try:
         for member in archive.tar:
@@ -369,7 +381,7 @@ def list_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
             if item is not None:
                 yield item
     except (TraceError, tarfile.TarError, EOFError, OSError) as exc:
-        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+        yield InputFile(job, display, name, path=path, error=_archive_error(display, exc))
     finally:
         archive.close()
 
@@ -380,7 +392,7 @@ def _archive_error(display: str, exc: BaseException) -> str:
     return f"{display}: corrupt or truncated archive ({exc})"
 
 
-def _member(member: tarfile.TarInfo, path: Path, display: str, job: JobInfo) -> InputFile | None:
+def _member(member: tarfile.TarInfo, path: str, display: str, job: JobInfo) -> InputFile | None:
     name = member.name
     member_display = f"{display}!{name}"
     base = PurePosixPath(name).name
@@ -397,7 +409,7 @@ def _member(member: tarfile.TarInfo, path: Path, display: str, job: JobInfo) -> 
         )
     if not member.isfile() or not looks_like_trace(base):
         return None  # links, devices, fifos: never followed
-    return InputFile(job, member_display, base, path=path, member=name)
+    return InputFile(job, member_display, base, path=path, member=name, size=member.size)
 
 
 def with_data(items: Iterable[InputFile]) -> Iterator[InputFile]:
@@ -427,7 +439,7 @@ def with_data(items: Iterable[InputFile]) -> Iterator[InputFile]:
 class _ArchiveReader:
     """Reads members of one archive in the order they were listed, re-opening it if asked to go back."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self.archive: _Archive | None = None
         self.members: Iterator[tarfile.TarInfo] = iter(())

@@ -476,7 +476,7 @@ def _task(item: InputFile) -> Task:
         job_id=item.job.job_id,
         display=item.display,
         name=item.name,
-        path=str(item.path) if item.path is not None and item.member is None else None,
+        path=item.path if item.member is None else None,
         data=item.data,
         seq=item.seq,
     )
@@ -548,7 +548,9 @@ def _batches(
         if item.error:
             yield [_refused(item)], None
             continue
-        size = len(item.data) if item.data is not None else _file_size(item.path)
+        size = (
+            len(item.data) if item.data is not None else item.size if item.size is not None else _file_size(item.path)
+        )
         tasks.append(_task(item))
         sizes.append(size)
         total += size or 0
@@ -559,9 +561,9 @@ def _batches(
         yield [], known.batch(tasks, sizes, staging)
 
 
-def _file_size(path: Path | None) -> int | None:
+def _file_size(path: str | None) -> int | None:
     try:
-        return path.stat().st_size if path is not None else None
+        return os.stat(path).st_size if path is not None else None
     except OSError:
         return None
 
