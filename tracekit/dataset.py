@@ -72,20 +72,40 @@ _FILE_COLUMNS = {
 class RunChanges:
     """Everything one ingest run adds or replaces.
 
-    `files`: one tuple per file read well, in the order of `_FILE_COLUMNS`: the file's seq (its
-    staged rows' `_seq`), the trace id, job and rank its rows get, the group size of its collectives
-    that name no process group and record none, and whether its collectives are staged (False: they
-    are in `collectives`, finished already). `staged`: the staged Parquet files, by table.
+    `traces`: the run's `traces` rows, in Arrow tables (`add_traces`: a fleet's rows as dicts would
+    cost ~1 KB per file), `ingested_at` filled in at the commit. `files`: one row per file read well,
+    in the columns of `_FILE_COLUMNS` (`add_files`): the file's seq (its staged rows' `_seq`), the
+    trace id, job and rank its rows get, the group size of its collectives that name no process
+    group and record none, and whether its collectives are staged (False: they are in
+    `collectives`, finished already). `staged`: the staged Parquet files, by table.
     """
 
     run_id: str
-    traces: list[dict[str, Any]] = field(default_factory=list)
+    traces: list[pa.Table] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
     collectives: list[pa.Table] = field(default_factory=list)
-    files: list[tuple[int, str, str, int | None, int | None, bool]] = field(default_factory=list)
+    files: list[pa.Table] = field(default_factory=list)
     staged: dict[str, list[str]] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
+
+    def add_traces(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.traces.append(table_from_rows("traces", rows))
+
+    def add_files(self, files: list[tuple[int, str, str, int | None, int | None, bool]]) -> None:
+        import pyarrow as pa
+
+        if files:
+            columns = dict(zip(_FILE_COLUMNS, map(list, zip(*files, strict=True)), strict=True))
+            self.files.append(pa.table(columns, schema=_files_schema()))
+
+
+def _files_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    types = {"BIGINT": pa.int64(), "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
+    return pa.schema([(name, types[kind]) for name, kind in _FILE_COLUMNS.items()])
 
 
 class Dataset:
@@ -168,19 +188,27 @@ class Dataset:
                 ) from exc
             raise DatasetError(f"{self.db_path}: cannot open ({_first_line(exc)})") from exc
 
-    def query_rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        """Rows of a query against the committed dataset, as dicts; none when there is no dataset."""
-        if not self.exists():
-            return []
-        with self.connect() as con:
-            cursor = con.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    def query_rows(
+        self, sql: str, params: list[Any], con: duckdb.DuckDBPyConnection | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows of a query against the committed dataset, as dicts; none when there is no dataset.
 
-    def rows_by_job(self, table: str, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        `con`: a connection from `connect` to use (one is opened and closed otherwise)."""
+        if con is None:
+            if not self.exists():
+                return []
+            with self.connect() as opened:
+                return self.query_rows(sql, params, opened)
+        cursor = con.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def rows_by_job(
+        self, table: str, job_ids: list[str], con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         """The committed rows of `table` for each of `job_ids` (one query for all of them)."""
         grouped: dict[str, list[dict[str, Any]]] = {}
-        rows = self.query_rows(f"select * from {table} where job_id in (select unnest(?::VARCHAR[]))", [job_ids])
+        rows = self.query_rows(f"select * from {table} where job_id in (select unnest(?::VARCHAR[]))", [job_ids], con)
         for row in rows:
             grouped.setdefault(row["job_id"], []).append(row)
         return grouped
@@ -310,22 +338,17 @@ def _register(con: duckdb.DuckDBPyConnection, changes: RunChanges) -> None:
     """The run's rows, as tables of this connection (registered before the transaction starts)."""
     import pyarrow as pa
 
-    con.register("new_traces", table_from_rows("traces", changes.traces))
+    traces = pa.concat_tables([arrow_schema("traces").empty_table(), *changes.traces])
+    committed = pa.scalar(changes.run.get("committed_at"), traces.schema.field("ingested_at").type)
+    traces = traces.set_column(
+        traces.schema.get_field_index("ingested_at"), "ingested_at", pa.repeat(committed, traces.num_rows)
+    )
+    con.register("new_traces", traces)
     for table in ("jobs", "process_groups", "runs"):
         rows = [changes.run] if table == "runs" else getattr(changes, table)
         con.register(f"new_{table}", table_from_rows(table, rows))
     con.register("touched", pa.table({"job_id": pa.array(sorted({j["job_id"] for j in changes.jobs}), pa.string())}))
-    columns: list[tuple[Any, ...]] = list(zip(*changes.files, strict=True)) or [() for _ in _FILE_COLUMNS]
-    types = {"BIGINT": pa.int64(), "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
-    con.register(
-        "run_files",
-        pa.table(
-            {
-                name: pa.array(list(values), types[kind])
-                for (name, kind), values in zip(_FILE_COLUMNS.items(), columns, strict=True)
-            }
-        ),
-    )
+    con.register("run_files", pa.concat_tables([_files_schema().empty_table(), *changes.files]))
     schema = arrow_schema("collectives")
     con.register(
         "linked_collectives", pa.concat_tables([schema.empty_table(), *(t.cast(schema) for t in changes.collectives)])

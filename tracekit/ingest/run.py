@@ -25,6 +25,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from tracekit import executors, interrupts
 from tracekit._version import __version__
@@ -54,6 +55,9 @@ _BATCH_FILES = 256
 _BATCH_BYTES = 64 << 20
 # Batches per worker, at least, when a run has few files.
 _BATCHES_PER_WORKER = 4
+# Jobs are finished in rounds of about this many files: each round's rows become Arrow tables and
+# its parsed files are let go, so a fleet's rows never exist as Python objects all at once.
+_FINISH_FILES = 65_536
 
 
 @dataclass(frozen=True)
@@ -188,19 +192,23 @@ def _run(
         duplicates = read.duplicates + _drop_repeats(by_job)
         report.files_duplicate = len(duplicates)
         report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates)
+        total, places = len(found.files), _places(found.files)
+        found.files.clear()  # read: let a fleet's file records go before its rows are finished
         report.warnings += join_host_and_device_archives(
-            by_job, _places(found.files), _ranks(by_job), ids, {job_id for job_id, _ in held}
+            by_job, places, _archive_ranks(by_job), ids, {job_id for job_id, _ in held}
         )
-        changes = _finish(dataset, by_job, report.run_id)
-        _report_rows(report, changes, by_job)
-        if by_job:
+        touched = sorted(by_job)
+        report.files_added = sum(len(files) for _, files in by_job.values())
+        report.jobs_touched = len(touched)
+        changes = _finish(dataset, by_job, report)  # empties by_job
+        if touched:
             if progress:
-                progress(Progress("write", report.files_seen, len(found.files)))
+                progress(Progress("write", report.files_seen, total))
             _stop_if(interrupted)
             _commit(dataset, changes, report, started, staging)
         else:
             dataset.discard(staging)
-        report.missing = _missing_ranks(dataset, list(by_job), read.skipped)
+        report.missing = _missing_ranks(dataset, touched, read.skipped)
     except BaseException:
         report.written = dataset.committed_run == report.run_id
         if not report.written:
@@ -234,7 +242,9 @@ def _read_all(
     parsing = _parse_all(files, staging, known, where, report)
     with closing(parsing):  # an interrupt between two files stops the pool too
         for parsed in parsing:
-            info = files[parsed.seq].job
+            item = files[parsed.seq]
+            info = item.job
+            parsed.display, parsed.name = item.display, item.name  # one copy of each string per file
             _stop_if(interrupted)
             report.files_seen += 1
             if progress:
@@ -278,11 +288,9 @@ def _commit(dataset: Dataset, changes: RunChanges, report: IngestReport, started
         "committed_at": datetime.now(UTC),
         "files_seen": report.files_seen,
         "files_added": report.files_added,
-        "files_failed": len([t for t in changes.traces if t["status"] == "error"]),
+        "files_failed": _failed(changes),
         "tracekit_version": __version__,
     }
-    for row in changes.traces:
-        row["ingested_at"] = changes.run["committed_at"]
     dataset.commit(changes, staging)
     report.written = True
 
@@ -407,40 +415,106 @@ def _places(files: list[InputFile]) -> dict[str, set[str]]:
     return places
 
 
-def _ranks(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> dict[str, int | None]:
-    return {p.trace_id: decide_rank(p).rank for _, files in by_job.values() for p in files if p.error is None}
+def _archive_ranks(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> dict[str, int | None]:
+    """The rank of each file of an archive job (the jobs that may be joined), by trace id."""
+    return {
+        p.trace_id: decide_rank(p).rank
+        for info, files in by_job.values()
+        if info.kind == ARCHIVE
+        for p in files
+        if p.error is None
+    }
 
 
-def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], run_id: str) -> RunChanges:
-    changes = RunChanges(run_id)
-    job_ids = sorted(by_job)
-    existing = dataset.rows_by_job("traces", job_ids)
-    groups = dataset.rows_by_job("process_groups", job_ids)
-    largest = {
-        r["job_id"]: r["largest"]
-        for r in dataset.query_rows(
+def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], report: IngestReport) -> RunChanges:
+    """Every job's rows, finished in rounds of about _FINISH_FILES files, each job let go from
+    `by_job` once finished; the errors and notes of the files go to `report`."""
+    changes = RunChanges(report.run_id)
+    staged: dict[str, dict[str, None]] = {}
+    failed: list[dict[str, Any]] = []
+    round_ids: list[str] = []
+    round_files = 0
+    with closing(_Held(dataset)) as held:
+        for job_id in sorted(by_job):
+            round_ids.append(job_id)
+            round_files += len(by_job[job_id][1])
+            if round_files >= _FINISH_FILES:
+                _finish_round(held, {j: by_job.pop(j) for j in round_ids}, changes, staged, failed, report)
+                round_ids, round_files = [], 0
+        if round_ids:
+            _finish_round(held, {j: by_job.pop(j) for j in round_ids}, changes, staged, failed, report)
+    changes.staged = {table: list(paths) for table, paths in staged.items()}
+    failed.sort(key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""))
+    report.errors += [t["error"] for t in failed]
+    return changes
+
+
+class _Held:
+    """What the dataset holds for jobs being finished, through one connection for every round."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.con = dataset.connect() if dataset.exists() else None
+
+    def rows(self, table: str, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.dataset.rows_by_job(table, job_ids, self.con) if self.con is not None else {}
+
+    def largest_groups(self, job_ids: list[str]) -> dict[str, int]:
+        if self.con is None:
+            return {}
+        rows = self.dataset.query_rows(
             "select job_id, max(group_size) as largest from collectives where job_id in "
             "(select unnest(?::VARCHAR[])) and not list_contains(inferred, 'group_size') group by job_id",
             [job_ids],
+            self.con,
         )
-    }
-    staged: dict[str, dict[str, None]] = {}
+        return {r["job_id"]: r["largest"] for r in rows}
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()  # before the commit, which opens the file to write
+
+
+def _finish_round(
+    held: _Held,
+    jobs: dict[str, tuple[JobInfo, list[ParsedFile]]],
+    changes: RunChanges,
+    staged: dict[str, dict[str, None]],
+    failed: list[dict[str, Any]],
+    report: IngestReport,
+) -> None:
+    job_ids = list(jobs)
+    existing = held.rows("traces", job_ids)
+    groups = held.rows("process_groups", job_ids)
+    largest = held.largest_groups(job_ids)
+    traces: list[dict[str, Any]] = []
+    files: list[tuple[int, str, str, int | None, int | None, bool]] = []
     for job_id in job_ids:
-        info, parsed = by_job[job_id]
-        result = finish_job(info, parsed, existing.get(job_id, []), groups.get(job_id, []), run_id, largest.get(job_id))
-        changes.traces.extend(result.traces)
+        info, parsed = jobs[job_id]
+        result = finish_job(
+            info, parsed, existing.get(job_id, []), groups.get(job_id, []), changes.run_id, largest.get(job_id)
+        )
+        traces.extend(result.traces)
         changes.jobs.append(result.job)
         changes.process_groups.extend(result.process_groups)
         if result.collectives is not None:
             changes.collectives.append(result.collectives)
-        changes.files.extend(
+        files.extend(
             (f.seq, f.trace_id, f.job_id, f.rank, f.group_size_without_pg, f.collectives_staged) for f in result.files
         )
         for p in parsed:
             for table, paths in p.staged.items():
                 staged.setdefault(table, {}).update(dict.fromkeys(paths))
-    changes.staged = {table: list(paths) for table, paths in staged.items()}
-    return changes
+    changes.add_traces(traces)
+    changes.add_files(files)
+    failed += [t for t in traces if t["status"] == "error"]
+    report.warnings += [w for t in traces for w in t.get("warnings") or []]
+
+
+def _failed(changes: RunChanges) -> int:
+    import pyarrow.compute as pc
+
+    return sum(pc.sum(pc.equal(t.column("status"), "error")).as_py() or 0 for t in changes.traces)
 
 
 def _missing_ranks(dataset: Dataset, job_ids: list[str], trace_ids: list[str]) -> list[str]:
@@ -456,19 +530,6 @@ def _missing_ranks(dataset: Dataset, job_ids: list[str], trace_ids: list[str]) -
         [job_ids, trace_ids],
     )
     return [missing_note(r["job_id"], r["ranks_missing"], r["missing_ranks"], r["world_size"]) for r in rows]
-
-
-def _report_rows(
-    report: IngestReport, changes: RunChanges, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]
-) -> None:
-    report.files_added = sum(len(files) for _, files in by_job.values())
-    report.jobs_touched = len(by_job)
-    failed = sorted(
-        (t for t in changes.traces if t["status"] == "error"),
-        key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""),
-    )
-    report.errors += [t["error"] for t in failed]
-    report.warnings += [w for t in changes.traces for w in t.get("warnings") or []]
 
 
 def _task(item: InputFile) -> Task:
