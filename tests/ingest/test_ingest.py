@@ -201,6 +201,7 @@ def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monk
         write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2], [("ALL_REDUCE", 64 << j), ("BROADCAST", 8)])
     (tmp_path / "in" / "job1" / "job1.9.et").write_bytes(b"\x05garbage")
     (tmp_path / "in" / "job2" / "job2.7.et").write_bytes(et_bytes([("ALL_GATHER", 4)]))  # rank past the world
+    shutil.copy(tmp_path / "in" / "job0" / "job0.1.et", tmp_path / "in" / "job3")  # read twice: added once
     reports, tables = [], []
     for name, per_round in (("one", 1 << 20), ("rounds", 2)):
         monkeypatch.setattr(tracekit.ingest.run, "_FINISH_FILES", per_round)
@@ -221,3 +222,6 @@ def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monk
         reports[1].missing,
     )
     assert reports[1].files_added == 14 and len(reports[1].errors) == 1
+    assert reports[1].files_duplicate == 1
+    note = f"{tmp_path / 'in' / 'job3' / 'job0.1.et'}: the same file (name and content) as "
+    assert note + f"{tmp_path / 'in' / 'job0' / 'job0.1.et'}, read in this run; not added again" in reports[1].warnings
