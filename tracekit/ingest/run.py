@@ -25,7 +25,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracekit import executors, interrupts
 from tracekit._version import __version__
@@ -45,6 +45,9 @@ from tracekit.ingest.worker import (
     parse_batch,
 )
 from tracekit.parsers.base import ProcessGroup
+
+if TYPE_CHECKING:
+    import duckdb
 
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
@@ -188,7 +191,7 @@ def _run(
         _assign_jobs(found.files, ids)
         known = _Known.load(dataset, found.files)
         total, places = len(found.files), _places(found.files)
-        with closing(_Finishing(dataset, report.run_id, found.files)) as finishing:
+        with closing(_Finishing(dataset, report.run_id, found.files, {job_id for job_id, _ in held})) as finishing:
             read = _read_all(found.files, staging, known, report, where, progress, interrupted, finishing)
             by_job = read.by_job  # the jobs not finished while parsing: archives, and the last ones
             finishing.drop_repeats(by_job)
@@ -426,8 +429,8 @@ class _Finishing:
     only once every file before its last is parsed, so its files' firsts are known by then.
     """
 
-    def __init__(self, dataset: Dataset, run_id: str, files: list[InputFile]) -> None:
-        self.held = _Held(dataset)
+    def __init__(self, dataset: Dataset, run_id: str, files: list[InputFile], held: set[str]) -> None:
+        self.held = _Held(dataset, held)
         self.changes = RunChanges(run_id)
         self.staged: dict[str, dict[str, None]] = {}
         self.failed: list[dict[str, Any]] = []
@@ -578,23 +581,35 @@ def _paths_by_seq(changes: RunChanges, seqs: set[int]) -> dict[int, str]:
 
 
 class _Held:
-    """What the dataset holds for jobs being finished, through one connection for every round."""
+    """What the dataset holds for jobs being finished: asked only about the jobs it has (`jobs`),
+    through one connection for every round (a new fleet asks nothing)."""
 
-    def __init__(self, dataset: Dataset) -> None:
+    def __init__(self, dataset: Dataset, jobs: set[str]) -> None:
         self.dataset = dataset
-        self.con = dataset.connect() if dataset.exists() else None
+        self.jobs = jobs
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def _ask(self, job_ids: list[str]) -> tuple[duckdb.DuckDBPyConnection, list[str]] | None:
+        held = [j for j in job_ids if j in self.jobs]
+        if not held:
+            return None
+        if self.con is None:
+            self.con = self.dataset.connect()
+        return self.con, held
 
     def rows(self, table: str, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-        return self.dataset.rows_by_job(table, job_ids, self.con) if self.con is not None else {}
+        asked = self._ask(job_ids)
+        return self.dataset.rows_by_job(table, asked[1], asked[0]) if asked else {}
 
     def largest_groups(self, job_ids: list[str]) -> dict[str, int]:
-        if self.con is None:
+        asked = self._ask(job_ids)
+        if asked is None:
             return {}
         rows = self.dataset.query_rows(
             "select job_id, max(group_size) as largest from collectives where job_id in "
             "(select unnest(?::VARCHAR[])) and not list_contains(inferred, 'group_size') group by job_id",
-            [job_ids],
-            self.con,
+            [asked[1]],
+            asked[0],
         )
         return {r["job_id"]: r["largest"] for r in rows}
 
