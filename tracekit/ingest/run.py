@@ -545,6 +545,7 @@ class _Finishing:
     def done(self, report: IngestReport) -> RunChanges:
         """Every job finished: the run's changes; the files' errors go to `report`."""
         changes = self.changes
+        self.first = {}  # every job is finished: a fleet's content keys go before the commit
         changes.staged = {table: list(paths) for table, paths in self.staged.items()}
         self.failed.sort(key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""))
         report.errors += [t["error"] for t in self.failed]
