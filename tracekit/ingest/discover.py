@@ -201,7 +201,7 @@ def discover(
             continue
         resolved = root.resolve()
         if root.is_dir():
-            walk = _FolderWalk(root, resolved, job, label, explicit, found, seen)
+            walk = _FolderWalk(root, resolved, job, label, explicit, found, seen if len(roots) > 1 else None)
             walk.folder(str(resolved), (), explicit)
             manifests += [m for _, m in sorted(walk.manifests, key=lambda km: km[0])]
         else:
@@ -238,7 +238,7 @@ class _FolderWalk:
         label: str | None,
         explicit: Manifest | None,
         found: Discovery,
-        seen: set[tuple[str, str | None]],
+        seen: set[tuple[str, str | None]] | None,
     ) -> None:
         self.root = root
         # Paths below the root are shown as `root / parts` shows them ("a/b.et" under ".").
@@ -248,6 +248,8 @@ class _FolderWalk:
         self.label = label
         self.explicit = explicit
         self.found = found
+        # The files found so far, to read a file once when paths overlap; None for the only path
+        # given (one walk lists each file once): a fleet's million paths are not kept twice.
         self.seen = seen
         # Manifests found below the root, each with its file's path parts (the order they sort in).
         self.manifests: list[tuple[tuple[str, ...], Manifest]] = []
@@ -277,8 +279,9 @@ class _FolderWalk:
                     continue
                 if folder_job is None:  # a fleet's folders hold many files: one Where per folder, not per file
                     folder_job = _job_for(Where(Path(display), Path(file), parts, self.top), None, self.label, None)
-                if (file, None) not in self.seen:
-                    self.seen.add((file, None))
+                if self.seen is None or (file, None) not in self.seen:
+                    if self.seen is not None:
+                        self.seen.add((file, None))
                     self.found.files.append(InputFile(folder_job, display, entry.name, display, size=_size(entry)))
 
 
@@ -289,7 +292,8 @@ def _size(entry: os.DirEntry[str]) -> int | None:
         return None
 
 
-def _add(found: Discovery, seen: set[tuple[str, str | None]], where: Where, job: JobInfo) -> None:
+def _add(found: Discovery, seen: set[tuple[str, str | None]] | None, where: Where, job: JobInfo) -> None:
+    seen = set() if seen is None else seen  # an archive may name a member twice
     for item in _expand(where.given, job):
         key = (str(where.resolved), item.member)
         if key not in seen:
