@@ -191,3 +191,37 @@ def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(
     with tracekit.open(tmp_path / "ds") as ds:
         [(path, warnings)] = ds.sql("select path, warnings from traces").fetchall()
     assert warnings == [f"{path} at record 3: a value out of bounds was left null"]
+
+
+def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's jobs are finished a round of files at a time (memory); the dataset is the same."""
+    import tracekit.ingest.run
+
+    for j in range(4):
+        write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2], [("ALL_REDUCE", 64 << j), ("BROADCAST", 8)])
+    (tmp_path / "in" / "job1" / "job1.9.et").write_bytes(b"\x05garbage")
+    (tmp_path / "in" / "job2" / "job2.7.et").write_bytes(et_bytes([("ALL_GATHER", 4)]))  # rank past the world
+    shutil.copy(tmp_path / "in" / "job0" / "job0.1.et", tmp_path / "in" / "job3")  # read twice: added once
+    reports, tables = [], []
+    for name, per_round in (("one", 1 << 20), ("rounds", 2)):
+        monkeypatch.setattr(tracekit.ingest.run, "_FINISH_FILES", per_round)
+        reports.append(ingest([tmp_path / "in"], tmp_path / name))
+        with tracekit.open(tmp_path / name) as ds:
+            tables.append(
+                [
+                    ds.sql(f"select * exclude (run_id, ingested_at) from {t} order by all").fetchall()
+                    if t == "traces"
+                    else ds.sql(f"select * from {t} order by all").fetchall()
+                    for t in ("traces", "jobs", "process_groups", "collectives")
+                ]
+            )
+    assert tables[0] == tables[1]
+    assert (reports[0].errors, reports[0].warnings, reports[0].missing) == (
+        reports[1].errors,
+        reports[1].warnings,
+        reports[1].missing,
+    )
+    assert reports[1].files_added == 14 and len(reports[1].errors) == 1
+    assert reports[1].files_duplicate == 1
+    note = f"{tmp_path / 'in' / 'job3' / 'job0.1.et'}: the same file (name and content) as "
+    assert note + f"{tmp_path / 'in' / 'job0' / 'job0.1.et'}, read in this run; not added again" in reports[1].warnings

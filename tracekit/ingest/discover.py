@@ -61,8 +61,9 @@ class InputFile:
     job: JobInfo
     display: str
     name: str
-    path: Path | None = None
+    path: str | None = None  # the file, or the archive holding it (a string: a million Paths cost ~0.5 GB)
     member: str | None = None  # set for archive members; their bytes are read by `with_data`
+    size: int | None = None  # in bytes, when discovery learned it (None: ask the file system)
     data: bytes | None = None
     error: str | None = None  # set when the file was refused before parsing
     seq: int = 0  # position in discovery order
@@ -200,7 +201,7 @@ def discover(
             continue
         resolved = root.resolve()
         if root.is_dir():
-            walk = _FolderWalk(root, resolved, job, label, explicit, found, seen)
+            walk = _FolderWalk(root, resolved, job, label, explicit, found, seen if len(roots) > 1 else None)
             walk.folder(str(resolved), (), explicit)
             manifests += [m for _, m in sorted(walk.manifests, key=lambda km: km[0])]
         else:
@@ -237,7 +238,7 @@ class _FolderWalk:
         label: str | None,
         explicit: Manifest | None,
         found: Discovery,
-        seen: set[tuple[str, str | None]],
+        seen: set[tuple[str, str | None]] | None,
     ) -> None:
         self.root = root
         # Paths below the root are shown as `root / parts` shows them ("a/b.et" under ".").
@@ -247,6 +248,8 @@ class _FolderWalk:
         self.label = label
         self.explicit = explicit
         self.found = found
+        # The files found so far, to read a file once when paths overlap; None for the only path
+        # given (one walk lists each file once): a fleet's million paths are not kept twice.
         self.seen = seen
         # Manifests found below the root, each with its file's path parts (the order they sort in).
         self.manifests: list[tuple[tuple[str, ...], Manifest]] = []
@@ -269,16 +272,28 @@ class _FolderWalk:
                 self.folder(os.path.join(resolved, entry.name), (*parts, entry.name), manifest)
             elif looks_like_trace(entry.name) and entry.is_file():
                 display = self.prefix + "/".join((*parts, entry.name))
-                where = Where(Path(display), Path(os.path.join(resolved, entry.name)), parts, self.top)
+                file = os.path.join(resolved, entry.name)
                 if manifest is not None or is_archive(entry.name) or self.job:
+                    where = Where(Path(display), Path(file), parts, self.top)
                     _add(self.found, self.seen, where, _job_for(where, self.job, self.label, manifest))
                     continue
-                if folder_job is None:
-                    folder_job = _job_for(where, None, self.label, None)
-                _add(self.found, self.seen, where, folder_job)
+                if folder_job is None:  # a fleet's folders hold many files: one Where per folder, not per file
+                    folder_job = _job_for(Where(Path(display), Path(file), parts, self.top), None, self.label, None)
+                if self.seen is None or (file, None) not in self.seen:
+                    if self.seen is not None:
+                        self.seen.add((file, None))
+                    self.found.files.append(InputFile(folder_job, display, entry.name, display, size=_size(entry)))
 
 
-def _add(found: Discovery, seen: set[tuple[str, str | None]], where: Where, job: JobInfo) -> None:
+def _size(entry: os.DirEntry[str]) -> int | None:
+    try:
+        return entry.stat().st_size
+    except OSError:
+        return None
+
+
+def _add(found: Discovery, seen: set[tuple[str, str | None]] | None, where: Where, job: JobInfo) -> None:
+    seen = set() if seen is None else seen  # an archive may name a member twice
     for item in _expand(where.given, job):
         key = (str(where.resolved), item.member)
         if key not in seen:
@@ -329,17 +344,17 @@ def _job_for(where: Where, job: str | None, label: str | None, manifest: Manifes
 def _expand(path: Path, job: JobInfo) -> Iterator[InputFile]:
     display = str(path)
     if is_archive(path.name):
-        yield from list_archive(path, display, job)
+        yield from list_archive(display, display, job)
     else:
-        yield InputFile(job, display, path.name, path=path)
+        yield InputFile(job, display, path.name, path=display)
 
 
 class _Archive:
     """A tar/tgz archive opened for one streaming pass, inflation bounded; closes its file too."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         raw = open(path, "rb")
-        self.stream = io.BufferedReader(BoundedReader(raw, inflate_limit(path.stat().st_size)))
+        self.stream = io.BufferedReader(BoundedReader(raw, inflate_limit(os.fstat(raw.fileno()).st_size)))
         try:
             self.tar = tarfile.open(fileobj=self.stream, mode="r|*")
         except BaseException:
@@ -353,15 +368,16 @@ class _Archive:
             self.stream.close()
 
 
-def list_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
+def list_archive(path: str, display: str, job: JobInfo) -> Iterator[InputFile]:
     """The trace members of a tar/tgz archive, in one streaming pass, without their bytes."""
+    name = os.path.basename(path)
     try:
         archive = _Archive(path)
     except (TraceError, tarfile.TarError, EOFError) as exc:
-        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+        yield InputFile(job, display, name, path=path, error=_archive_error(display, exc))
         return
     except OSError as exc:
-        yield InputFile(job, display, path.name, path=path, error=f"{display}: cannot open ({exc.strerror or exc})")
+        yield InputFile(job, display, name, path=path, error=f"{display}: cannot open ({exc.strerror or exc})")
         return
     try:
         for member in archive.tar:
@@ -369,7 +385,7 @@ def list_archive(path: Path, display: str, job: JobInfo) -> Iterator[InputFile]:
             if item is not None:
                 yield item
     except (TraceError, tarfile.TarError, EOFError, OSError) as exc:
-        yield InputFile(job, display, path.name, path=path, error=_archive_error(display, exc))
+        yield InputFile(job, display, name, path=path, error=_archive_error(display, exc))
     finally:
         archive.close()
 
@@ -380,7 +396,7 @@ def _archive_error(display: str, exc: BaseException) -> str:
     return f"{display}: corrupt or truncated archive ({exc})"
 
 
-def _member(member: tarfile.TarInfo, path: Path, display: str, job: JobInfo) -> InputFile | None:
+def _member(member: tarfile.TarInfo, path: str, display: str, job: JobInfo) -> InputFile | None:
     name = member.name
     member_display = f"{display}!{name}"
     base = PurePosixPath(name).name
@@ -397,7 +413,7 @@ def _member(member: tarfile.TarInfo, path: Path, display: str, job: JobInfo) -> 
         )
     if not member.isfile() or not looks_like_trace(base):
         return None  # links, devices, fifos: never followed
-    return InputFile(job, member_display, base, path=path, member=name)
+    return InputFile(job, member_display, base, path=path, member=name, size=member.size)
 
 
 def with_data(items: Iterable[InputFile]) -> Iterator[InputFile]:
@@ -427,7 +443,7 @@ def with_data(items: Iterable[InputFile]) -> Iterator[InputFile]:
 class _ArchiveReader:
     """Reads members of one archive in the order they were listed, re-opening it if asked to go back."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self.archive: _Archive | None = None
         self.members: Iterator[tarfile.TarInfo] = iter(())

@@ -25,6 +25,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from tracekit import executors, interrupts
 from tracekit._version import __version__
@@ -45,6 +46,9 @@ from tracekit.ingest.worker import (
 )
 from tracekit.parsers.base import ProcessGroup
 
+if TYPE_CHECKING:
+    import duckdb
+
 # Below this many files the pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 4
 # A unit of work: files in discovery order (of one job or several), up to this many files or bytes:
@@ -54,6 +58,9 @@ _BATCH_FILES = 256
 _BATCH_BYTES = 64 << 20
 # Batches per worker, at least, when a run has few files.
 _BATCHES_PER_WORKER = 4
+# Jobs are finished in rounds of about this many files: each round's rows become Arrow tables and
+# its parsed files are let go, so a fleet's rows never exist as Python objects all at once.
+_FINISH_FILES = 65_536
 
 
 @dataclass(frozen=True)
@@ -183,30 +190,40 @@ def _run(
         ids = JobIds(held)
         _assign_jobs(found.files, ids)
         known = _Known.load(dataset, found.files)
-        read = _read_all(found.files, staging, known, report, where, progress, interrupted)
-        by_job = read.by_job
-        duplicates = read.duplicates + _drop_repeats(by_job)
+        total, places = len(found.files), _places(found.files)
+        with closing(_Finishing(dataset, report.run_id, found.files, {job_id for job_id, _ in held})) as finishing:
+            read = _read_all(found.files, staging, known, report, where, progress, interrupted, finishing)
+            by_job = read.by_job  # the jobs not finished while parsing: archives, and the last ones
+            finishing.drop_repeats(by_job)
+            joined = join_host_and_device_archives(
+                by_job, places, _archive_ranks(by_job), ids, {job_id for job_id, _ in held}
+            )
+            finishing.finish(by_job, sorted(by_job))
+            changes = finishing.done(report)
+        duplicates = read.duplicates + finishing.dropped
         report.files_duplicate = len(duplicates)
-        report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates)
-        report.warnings += join_host_and_device_archives(
-            by_job, _places(found.files), _ranks(by_job), ids, {job_id for job_id, _ in held}
-        )
-        changes = _finish(dataset, by_job, report.run_id)
-        _report_rows(report, changes, by_job)
-        if by_job:
+        report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates) + joined + finishing.notes()
+        touched = finishing.touched
+        report.files_added = finishing.files_added
+        report.jobs_touched = len(touched)
+        if touched:
             if progress:
-                progress(Progress("write", report.files_seen, len(found.files)))
+                progress(Progress("write", report.files_seen, total))
             _stop_if(interrupted)
             _commit(dataset, changes, report, started, staging)
         else:
             dataset.discard(staging)
-        report.missing = _missing_ranks(dataset, list(by_job), read.skipped)
+        report.missing = _missing_ranks(dataset, touched, read.skipped)
     except BaseException:
         report.written = dataset.committed_run == report.run_id
         if not report.written:
             with interrupts.deferred():  # a second Ctrl-C (or a library's echo of the first) waits
                 dataset.discard(staging)
         raise
+
+
+# What stands in the discovery list for a file once read.
+_READ = InputFile(JobInfo("", ""), "", "")
 
 
 @dataclass
@@ -225,8 +242,10 @@ def _read_all(
     where: _Where,
     progress: ProgressCallback | None,
     interrupted: Callable[[], bool],
+    finishing: _Finishing,
 ) -> _Read:
-    """Parse every file, sorting out what is new, by job."""
+    """Parse every file, sorting out what is new, by job; jobs whose files are all parsed are
+    finished meanwhile (`finishing`), a round at a time, and leave `by_job`."""
     read = _Read()
     total = len(files)
     if progress:
@@ -234,7 +253,10 @@ def _read_all(
     parsing = _parse_all(files, staging, known, where, report)
     with closing(parsing):  # an interrupt between two files stops the pool too
         for parsed in parsing:
-            info = files[parsed.seq].job
+            item = files[parsed.seq]
+            files[parsed.seq] = _READ  # the record is handed over: a fleet's records go as they are read
+            info = item.job
+            parsed.display, parsed.name = item.display, item.name  # one copy of each string per file
             _stop_if(interrupted)
             report.files_seen += 1
             if progress:
@@ -247,6 +269,8 @@ def _read_all(
             else:
                 read.shared.intern(parsed)
                 read.by_job.setdefault(info.job_id, (info, []))[1].append(parsed)
+                finishing.kept(parsed)
+            finishing.received(parsed.seq, read.by_job)
     return read
 
 
@@ -278,11 +302,9 @@ def _commit(dataset: Dataset, changes: RunChanges, report: IngestReport, started
         "committed_at": datetime.now(UTC),
         "files_seen": report.files_seen,
         "files_added": report.files_added,
-        "files_failed": len([t for t in changes.traces if t["status"] == "error"]),
+        "files_failed": _failed(changes),
         "tracekit_version": __version__,
     }
-    for row in changes.traces:
-        row["ingested_at"] = changes.run["committed_at"]
     dataset.commit(changes, staging)
     report.written = True
 
@@ -350,29 +372,6 @@ def _name_of(path: str) -> str:
     return PurePosixPath(path.rsplit("!", 1)[-1]).name
 
 
-def _drop_repeats(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> list[ParsedFile]:
-    """The same file (name and content) twice in one run: the first found is kept, the others dropped."""
-    first: dict[str, ParsedFile] = {}
-    for _, files in by_job.values():
-        for parsed in files:
-            if parsed.error is None:
-                key = parsed.content_key
-                if key not in first or parsed.seq < first[key].seq:
-                    first[key] = parsed
-    dropped = []
-    for job_id in list(by_job):
-        info, files = by_job[job_id]
-        kept = [p for p in files if p.error is not None or first[p.content_key] is p]
-        dropped += [p for p in files if p.error is None and first[p.content_key] is not p]
-        if kept:
-            by_job[job_id] = (info, kept)
-        else:
-            del by_job[job_id]
-    for parsed in dropped:
-        parsed.duplicate_of = first[parsed.content_key].display
-    return dropped
-
-
 def _duplicate_notes(dataset: Dataset, duplicates: list[ParsedFile]) -> list[str]:
     if not duplicates:
         return []
@@ -407,40 +406,223 @@ def _places(files: list[InputFile]) -> dict[str, set[str]]:
     return places
 
 
-def _ranks(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> dict[str, int | None]:
-    return {p.trace_id: decide_rank(p).rank for _, files in by_job.values() for p in files if p.error is None}
+def _archive_ranks(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> dict[str, int | None]:
+    """The rank of each file of an archive job (the jobs that may be joined), by trace id."""
+    return {
+        p.trace_id: decide_rank(p).rank
+        for info, files in by_job.values()
+        if info.kind == ARCHIVE
+        for p in files
+        if p.error is None
+    }
 
 
-def _finish(dataset: Dataset, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], run_id: str) -> RunChanges:
-    changes = RunChanges(run_id)
-    job_ids = sorted(by_job)
-    existing = dataset.rows_by_job("traces", job_ids)
-    groups = dataset.rows_by_job("process_groups", job_ids)
-    largest = {
-        r["job_id"]: r["largest"]
-        for r in dataset.query_rows(
+class _Finishing:
+    """The run's jobs finished as soon as every file up to their last one (in discovery order) is
+    parsed, a round of about _FINISH_FILES files at a time: each round's rows become Arrow tables
+    (RunChanges) and its parsed files are let go, so a fleet never holds its files' metadata and rows
+    as Python objects all at once. Archive jobs wait for the end: two of them may be joined
+    (tracekit.ingest.identity).
+
+    The same file (name and content) read twice in one run is added once: the first in discovery
+    order is kept. `first` holds the smallest seq of every content key read well; a job is finished
+    only once every file before its last is parsed, so its files' firsts are known by then.
+    """
+
+    def __init__(self, dataset: Dataset, run_id: str, files: list[InputFile], held: set[str]) -> None:
+        self.held = _Held(dataset, held)
+        self.changes = RunChanges(run_id)
+        self.staged: dict[str, dict[str, None]] = {}
+        self.failed: list[dict[str, Any]] = []
+        self.warnings: dict[str, list[str]] = {}  # the notes of each finished job's files
+        self.first: dict[int, int] = {}  # content key (as a number) -> the first seq holding it
+        self.dropped: list[ParsedFile] = []  # repeats of a file read earlier in the run
+        self.dropped_for: list[int] = []  # ... the seq of that file
+        self.touched: list[str] = []
+        self.files_added = 0
+        last: dict[str, int] = {}
+        for seq, item in enumerate(files):
+            last[item.job.job_id] = seq
+        self.order = sorted((seq, job_id) for job_id, seq in last.items())  # jobs by their last file
+        self.waiting = {item.job.job_id for item in files if item.job.kind == ARCHIVE}
+        self.got = bytearray(len(files))
+        self.prefix = 0  # every file before this seq is parsed
+        self.next = 0  # jobs in `order` before this one are finished or waiting
+        self.ready: list[str] = []
+        self.ready_files = 0
+
+    def kept(self, parsed: ParsedFile) -> None:
+        """A file new to the dataset, read in this run."""
+        if parsed.error is None:
+            key = int(parsed.content_key, 16)
+            first = self.first.get(key)
+            if first is None or parsed.seq < first:
+                self.first[key] = parsed.seq
+
+    def received(self, seq: int, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> None:
+        """File `seq` is parsed (whatever came of it): finish the jobs this completes, by rounds."""
+        self.got[seq] = 1
+        while self.prefix < len(self.got) and self.got[self.prefix]:
+            self.prefix += 1
+        while self.next < len(self.order) and self.order[self.next][0] < self.prefix:
+            job_id = self.order[self.next][1]
+            self.next += 1
+            if job_id in by_job and job_id not in self.waiting:
+                self.ready.append(job_id)
+                self.ready_files += len(by_job[job_id][1])
+        if self.ready_files >= _FINISH_FILES:
+            self.drop_repeats(by_job, self.ready)
+            self.finish(by_job, self.ready)
+            self.ready, self.ready_files = [], 0
+
+    def drop_repeats(
+        self, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], job_ids: Iterable[str] | None = None
+    ) -> None:
+        """Drop from these jobs (default: all) the files read earlier in the run; a job left with
+        no file leaves `by_job`."""
+        for job_id in list(by_job if job_ids is None else job_ids):
+            info, files = by_job[job_id]
+            kept = []
+            for parsed in files:
+                first = self.first[int(parsed.content_key, 16)] if parsed.error is None else parsed.seq
+                if first == parsed.seq:
+                    kept.append(parsed)
+                else:
+                    self.dropped.append(parsed)
+                    self.dropped_for.append(first)
+            if kept:
+                by_job[job_id] = (info, kept)
+            else:
+                del by_job[job_id]
+
+    def finish(self, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]], job_ids: list[str]) -> None:
+        """Finish these jobs of `by_job` (repeats dropped already) and let them go, in rounds."""
+        round_ids: list[str] = []
+        round_files = 0
+        for job_id in job_ids:
+            if job_id not in by_job:
+                continue
+            round_ids.append(job_id)
+            round_files += len(by_job[job_id][1])
+            if round_files >= _FINISH_FILES:
+                self._round({j: by_job.pop(j) for j in round_ids})
+                round_ids, round_files = [], 0
+        if round_ids:
+            self._round({j: by_job.pop(j) for j in round_ids})
+
+    def _round(self, jobs: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> None:
+        job_ids = list(jobs)
+        existing = self.held.rows("traces", job_ids)
+        groups = self.held.rows("process_groups", job_ids)
+        largest = self.held.largest_groups(job_ids)
+        traces: list[dict[str, Any]] = []
+        files: list[tuple[int, str, str, int | None, int | None, bool]] = []
+        changes = self.changes
+        for job_id in job_ids:
+            info, parsed = jobs[job_id]
+            result = finish_job(
+                info, parsed, existing.get(job_id, []), groups.get(job_id, []), changes.run_id, largest.get(job_id)
+            )
+            traces.extend(result.traces)
+            changes.jobs.append(result.job)
+            changes.process_groups.extend(result.process_groups)
+            if result.collectives is not None:
+                changes.collectives.append(result.collectives)
+            files.extend(
+                (f.seq, f.trace_id, f.job_id, f.rank, f.group_size_without_pg, f.collectives_staged)
+                for f in result.files
+            )
+            for p in parsed:
+                for table, paths in p.staged.items():
+                    self.staged.setdefault(table, {}).update(dict.fromkeys(paths))
+            self.warnings[job_id] = [w for t in result.traces for w in t.get("warnings") or []]
+            self.touched.append(job_id)
+            self.files_added += len(parsed)
+        changes.add_traces(traces)
+        changes.add_files(files)
+        self.failed += [t for t in traces if t["status"] == "error"]
+
+    def done(self, report: IngestReport) -> RunChanges:
+        """Every job finished: the run's changes; the files' errors go to `report`."""
+        changes = self.changes
+        self.first = {}  # every job is finished: a fleet's content keys go before the commit
+        changes.staged = {table: list(paths) for table, paths in self.staged.items()}
+        self.failed.sort(key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""))
+        report.errors += [t["error"] for t in self.failed]
+        paths = _paths_by_seq(changes, set(self.dropped_for))
+        for parsed, first in zip(self.dropped, self.dropped_for, strict=True):
+            parsed.duplicate_of = paths.get(first, "?")
+        self.touched.sort()
+        return changes
+
+    def notes(self) -> list[str]:
+        """The notes of the files added, job by job."""
+        return [w for job_id in sorted(self.warnings) for w in self.warnings[job_id]]
+
+    def close(self) -> None:
+        self.held.close()
+
+
+def _paths_by_seq(changes: RunChanges, seqs: set[int]) -> dict[int, str]:
+    """The path of each file of the run's changes named by its seq."""
+    if not seqs or not changes.files:
+        return {}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    files = pa.concat_tables(changes.files)
+    files = files.filter(pc.is_in(files.column("_seq"), pa.array(sorted(seqs), pa.int64())))
+    seq_of = dict(zip(files.column("trace_id").to_pylist(), files.column("_seq").to_pylist(), strict=True))
+    traces = pa.concat_tables(changes.traces)
+    traces = traces.filter(pc.is_in(traces.column("trace_id"), pa.array(list(seq_of), pa.string())))
+    return {
+        seq_of[t]: path
+        for t, path in zip(traces.column("trace_id").to_pylist(), traces.column("path").to_pylist(), strict=True)
+    }
+
+
+class _Held:
+    """What the dataset holds for jobs being finished: asked only about the jobs it has (`jobs`),
+    through one connection for every round (a new fleet asks nothing)."""
+
+    def __init__(self, dataset: Dataset, jobs: set[str]) -> None:
+        self.dataset = dataset
+        self.jobs = jobs
+        self.con: duckdb.DuckDBPyConnection | None = None
+
+    def _ask(self, job_ids: list[str]) -> tuple[duckdb.DuckDBPyConnection, list[str]] | None:
+        held = [j for j in job_ids if j in self.jobs]
+        if not held:
+            return None
+        if self.con is None:
+            self.con = self.dataset.connect()
+        return self.con, held
+
+    def rows(self, table: str, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        asked = self._ask(job_ids)
+        return self.dataset.rows_by_job(table, asked[1], asked[0]) if asked else {}
+
+    def largest_groups(self, job_ids: list[str]) -> dict[str, int]:
+        asked = self._ask(job_ids)
+        if asked is None:
+            return {}
+        rows = self.dataset.query_rows(
             "select job_id, max(group_size) as largest from collectives where job_id in "
             "(select unnest(?::VARCHAR[])) and not list_contains(inferred, 'group_size') group by job_id",
-            [job_ids],
+            [asked[1]],
+            asked[0],
         )
-    }
-    staged: dict[str, dict[str, None]] = {}
-    for job_id in job_ids:
-        info, parsed = by_job[job_id]
-        result = finish_job(info, parsed, existing.get(job_id, []), groups.get(job_id, []), run_id, largest.get(job_id))
-        changes.traces.extend(result.traces)
-        changes.jobs.append(result.job)
-        changes.process_groups.extend(result.process_groups)
-        if result.collectives is not None:
-            changes.collectives.append(result.collectives)
-        changes.files.extend(
-            (f.seq, f.trace_id, f.job_id, f.rank, f.group_size_without_pg, f.collectives_staged) for f in result.files
-        )
-        for p in parsed:
-            for table, paths in p.staged.items():
-                staged.setdefault(table, {}).update(dict.fromkeys(paths))
-    changes.staged = {table: list(paths) for table, paths in staged.items()}
-    return changes
+        return {r["job_id"]: r["largest"] for r in rows}
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()  # before the commit, which opens the file to write
+
+
+def _failed(changes: RunChanges) -> int:
+    import pyarrow.compute as pc
+
+    return sum(pc.sum(pc.equal(t.column("status"), "error")).as_py() or 0 for t in changes.traces)
 
 
 def _missing_ranks(dataset: Dataset, job_ids: list[str], trace_ids: list[str]) -> list[str]:
@@ -458,25 +640,12 @@ def _missing_ranks(dataset: Dataset, job_ids: list[str], trace_ids: list[str]) -
     return [missing_note(r["job_id"], r["ranks_missing"], r["missing_ranks"], r["world_size"]) for r in rows]
 
 
-def _report_rows(
-    report: IngestReport, changes: RunChanges, by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]
-) -> None:
-    report.files_added = sum(len(files) for _, files in by_job.values())
-    report.jobs_touched = len(by_job)
-    failed = sorted(
-        (t for t in changes.traces if t["status"] == "error"),
-        key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""),
-    )
-    report.errors += [t["error"] for t in failed]
-    report.warnings += [w for t in changes.traces for w in t.get("warnings") or []]
-
-
 def _task(item: InputFile) -> Task:
     return Task(
         job_id=item.job.job_id,
         display=item.display,
         name=item.name,
-        path=str(item.path) if item.path is not None and item.member is None else None,
+        path=item.path if item.member is None else None,
         data=item.data,
         seq=item.seq,
     )
@@ -548,7 +717,9 @@ def _batches(
         if item.error:
             yield [_refused(item)], None
             continue
-        size = len(item.data) if item.data is not None else _file_size(item.path)
+        size = (
+            len(item.data) if item.data is not None else item.size if item.size is not None else _file_size(item.path)
+        )
         tasks.append(_task(item))
         sizes.append(size)
         total += size or 0
@@ -559,9 +730,9 @@ def _batches(
         yield [], known.batch(tasks, sizes, staging)
 
 
-def _file_size(path: Path | None) -> int | None:
+def _file_size(path: str | None) -> int | None:
     try:
-        return path.stat().st_size if path is not None else None
+        return os.stat(path).st_size if path is not None else None
     except OSError:
         return None
 

@@ -1,0 +1,101 @@
+"""How a run's rows reach the DuckDB file: a small run stays in DuckDB's write-ahead log (a checkpoint
+of a big file costs seconds whatever the run adds), which every reader replays, the DuckDB shell too."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tracekit
+import tracekit.dataset
+from tests.builders import write_et_job
+from tests.cli.test_cli import DUCKDB
+from tracekit.dataset import DB_NAME, WAL_NAME
+from tracekit.ingest import ingest
+
+
+def _job(root: Path, name: str) -> Path:
+    write_et_job(root / name, [0, 1], [("ALL_REDUCE", 1 << 20)] * 5)
+    return root / name
+
+
+def _counts(dataset: Path) -> tuple[int, int]:
+    with tracekit.open(dataset) as ds:
+        [(jobs, collectives)] = ds.sql(
+            "select (select count(*) from jobs), (select count(*) from collectives)"
+        ).fetchall()
+        return jobs, collectives
+
+
+def test_a_small_run_added_to_a_dataset_stays_in_the_write_ahead_log(tmp_path: Path) -> None:
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    assert not (tmp_path / "ds" / WAL_NAME).exists()  # a new dataset is written whole
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+    assert (tmp_path / "ds" / WAL_NAME).is_file()
+    assert _counts(tmp_path / "ds") == (2, 20)
+
+
+def test_a_run_past_the_log_limit_is_checkpointed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    monkeypatch.setattr(tracekit.dataset, "WAL_CHECKPOINT_BYTES", 0)
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+    assert not (tmp_path / "ds" / WAL_NAME).exists()
+    assert _counts(tmp_path / "ds") == (2, 20)
+
+
+@pytest.mark.skipif(DUCKDB is None, reason="the duckdb shell (pip install duckdb-cli) is not installed")
+def test_the_duckdb_shell_reads_what_the_log_holds(tmp_path: Path) -> None:
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+    assert DUCKDB is not None
+    shell = subprocess.run(
+        [DUCKDB, "-readonly", "-csv", "-noheader", str(tmp_path / "ds" / DB_NAME), "-c", "select count(*) from jobs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shell.stdout.strip() == "2"
+
+
+def test_a_run_while_a_reader_holds_a_dataset_with_a_log_keeps_what_the_log_holds(tmp_path: Path) -> None:
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+    with tracekit.open(tmp_path / "ds") as held:
+        held.sql("select count(*) from jobs").fetchall()  # open: the next run writes a copy, swapped in
+        ingest([_job(tmp_path / "c", "jobC")], tmp_path / "ds")
+    assert not (tmp_path / "ds" / WAL_NAME).exists()  # the copy was checkpointed: the old log is gone
+    assert _counts(tmp_path / "ds") == (3, 30)
+
+
+def test_a_crash_between_the_swap_and_removing_the_old_log_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+
+    def crash(path: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracekit.dataset, "_remove_replaced_log", crash)
+    with tracekit.open(tmp_path / "ds") as held:
+        held.sql("select count(*) from jobs").fetchall()
+        with pytest.raises(KeyboardInterrupt):
+            ingest([_job(tmp_path / "c", "jobC")], tmp_path / "ds")
+    monkeypatch.undo()
+    report = ingest([tmp_path / "c"], tmp_path / "ds")  # recovers: the old log goes, jobC is there
+    assert report.files_added == 0
+    assert _counts(tmp_path / "ds") == (3, 30)
+
+
+def test_the_summary_counts_collectives_as_the_table_holds_them(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2], [("ALL_REDUCE", 1 << 20), ("BROADCAST", 64), ("ALL_REDUCE", 8)])
+    write_et_job(tmp_path / "in" / "jobB", [0, 1], [("ALL_GATHER", 4096)])
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.totals is not None
+    with tracekit.open(tmp_path / "ds") as ds:
+        scanned = ds.sql(
+            "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc, 1"
+        ).fetchall()
+    assert [(t.comm_type, t.count, t.in_bytes) for t in report.totals.collectives] == scanned
