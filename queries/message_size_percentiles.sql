@@ -45,14 +45,17 @@ calls as (
     join kinds k using (job_id)
     join types t on t.comm_type is not distinct from c.comm_type
 ),
+-- collective_ops: the calls and bytes of each job per op name and comm_type
 totals as (
     select
-        g,
-        cast(sum(calls) as bigint) as calls,
-        cast(sum(calls::hugeint * in_bytes) as bigint) as in_bytes,
-        sum(wire_bytes) as wire_bytes
-    from calls
-    group by g
+        k.cm * 4294967296 + t.ct as g,
+        cast(sum(o.calls) as bigint) as calls,
+        cast(sum(o.in_bytes) as bigint) as in_bytes,
+        sum(o.wire_bytes) as wire_bytes
+    from collective_ops o
+    join kinds k using (job_id)
+    join types t on t.comm_type is not distinct from o.comm_type
+    group by all
 ),
 -- the calls in each bin of each unit (1 bytes, 2 elements, 3 wire bytes per call)
 counted as (
