@@ -29,7 +29,7 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
     connection.execute("CREATE TABLE collectives AS SELECT * FROM empty")
     connection.execute("CREATE TABLE job_class (job_id VARCHAR, class VARCHAR, model VARCHAR)")
     connection.execute(catalog_statement("collective_wire_bytes"))
-    for rollup in ("collective_sizes", "collective_ranks"):
+    for rollup in ("collective_sizes", "collective_ranks", "collective_ops"):
         connection.execute(f"CREATE VIEW {rollup} AS {rollup_query(rollup)}")
     connection.execute(catalog_statement("message_size_percentiles"))
     body = "\n".join(line for line in ORACLE.read_text().splitlines() if not line.startswith("--"))
