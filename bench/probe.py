@@ -65,18 +65,19 @@ def _queries(args: dict[str, Any]) -> dict[str, Any]:
 
     import tracekit
 
-    seconds = {}
+    seconds, cpu = {}, {}
     with tracekit.open(args["dataset"]) as ds:
         assert ds.con is not None  # connected before timing: the action is the query
         for name, params in args["queries"]:
-            runs = []
+            runs, cpu_runs = [], []
             for _ in range(args.get("repeat", 1)):
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 for _ in ds.query(name, params or None).to_arrow_reader(100_000):
                     pass  # every row computed and handed over, none kept
                 runs.append(time.perf_counter() - started)
-            seconds[name] = statistics.median(runs)
-    return {"seconds": seconds}
+                cpu_runs.append(time.process_time() - cpu_started)  # every thread of this process
+            seconds[name], cpu[name] = statistics.median(runs), statistics.median(cpu_runs)
+    return {"seconds": seconds, "cpu": cpu}
 
 
 def _scan(args: dict[str, Any]) -> dict[str, Any]:
