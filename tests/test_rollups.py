@@ -84,13 +84,16 @@ def test_a_listing_of_calls_is_per_job_and_the_jobs_add_up_to_every_call(dataset
     """collective_wire_bytes and collective_bandwidth take the job; NULL (what the rollups read) gives every job's."""
     with tracekit.open(dataset) as ds:
         jobs = [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
-        assert ds.sql("select count(*) from collective_wire_bytes(null)").fetchall() == ds.sql(
-            "select count(*) from collectives"
-        ).fetchall()
+        assert (
+            ds.sql("select count(*) from collective_wire_bytes(null)").fetchall()
+            == ds.sql("select count(*) from collectives").fetchall()
+        )
         for name in ("collective_wire_bytes", "collective_bandwidth"):
             every = ds.sql(f"select * from {name}(null) order by all").pl()
             per_job = [ds.query(name, {"job_id": job}).pl() for job in jobs]
-            assert all(frame["job_id"].unique().to_list() in ([job], []) for job, frame in zip(jobs, per_job))
+            assert all(
+                frame["job_id"].unique().to_list() in ([job], []) for job, frame in zip(jobs, per_job, strict=True)
+            )
             assert_frame_equal(pl.concat(per_job).sort(every.columns), every.sort(every.columns))
         assert ds.query("collective_bandwidth", {"job_id": "no such job"}).pl().height == 0
 
