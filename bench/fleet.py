@@ -82,7 +82,7 @@ def query_rows(ctx: Context, jobs: int, name: str) -> list[Row]:
     names = query_names()
     calls = [[q, {p: values[p] for p in query_params(q)}] for q in names]
     ran = probe("queries", {"dataset": str(dataset), "queries": calls, "repeat": QUERY_REPEAT})
-    seconds, cpu = ran.counts["seconds"], ran.counts["cpu"]
+    seconds, cpu = ran.counts["seconds"], ran.counts["cpu_seconds"]
     rows = []
     for query in names:
         rows.append(_query_row(name, f"query {query}", Measure(seconds[query], cpu[query], ran.peak_mib), scan, jobs))

@@ -77,7 +77,7 @@ def _queries(args: dict[str, Any]) -> dict[str, Any]:
                 runs.append(time.perf_counter() - started)
                 cpu_runs.append(time.process_time() - cpu_started)  # every thread of this process
             seconds[name], cpu[name] = statistics.median(runs), statistics.median(cpu_runs)
-    return {"seconds": seconds, "cpu": cpu}
+    return {"seconds": seconds, "cpu_seconds": cpu}
 
 
 def _scan(args: dict[str, Any]) -> dict[str, Any]:
