@@ -80,17 +80,30 @@ def query_rows(ctx: Context, jobs: int, name: str) -> list[Row]:
     values = {"job_id": job_id, "rank": 0, "start": start, "period_months": 3, "ranks_per_cell": 8}
     scan = _timed(probe("scan", {"dataset": str(dataset)}))
     names = query_names()
-    ran = probe(
-        "queries", {"dataset": str(dataset), "queries": [[q, {p: values[p] for p in query_params(q)}] for q in names]}
-    )
+    calls = [[q, {p: values[p] for p in query_params(q)}] for q in names]
+    ran = probe("queries", {"dataset": str(dataset), "queries": calls, "repeat": QUERY_REPEAT})
+    seconds, cpu = ran.counts["seconds"], ran.counts["cpu_seconds"]
     rows = []
     for query in names:
-        measured = Measure(ran.counts["seconds"][query], 0.0, ran.peak_mib)
-        row = ratio_row(name, f"query {query}", measured, scan, "one scan of collectives", of="wall")
-        row.target = "< 2 s on 30,000 jobs"
-        row.met = measured.wall < 2 if jobs >= 30_000 else None
-        rows.append(row)
+        rows.append(_query_row(name, f"query {query}", Measure(seconds[query], cpu[query], ran.peak_mib), scan, jobs))
+    slowest = max(names, key=seconds.__getitem__)
+    under = sum(seconds[q] < QUERY_SECONDS for q in names)
+    measured = Measure(seconds[slowest], cpu[slowest], ran.peak_mib)
+    row = _query_row(name, f"slowest: {slowest}", measured, scan, jobs)
+    row.target = f"{under} of {len(names)} under {QUERY_SECONDS:g} s; {row.target}"
+    rows.append(row)
     return rows
+
+
+QUERY_SECONDS = 2.0  # the target for every query on the 30,000-job dataset
+QUERY_REPEAT = 3  # each query's time is the median of this many runs
+
+
+def _query_row(stage_name: str, label: str, measured: Measure, scan: Measure, jobs: int) -> Row:
+    row = ratio_row(stage_name, label, measured, scan, "one scan of collectives", of="wall")
+    row.target = f"< {QUERY_SECONDS:g} s on 30,000 jobs (median of {QUERY_REPEAT})"
+    row.met = measured.wall < QUERY_SECONDS if jobs >= 30_000 else None
+    return row
 
 
 def report_rows(ctx: Context, jobs: int, name: str) -> list[Row]:

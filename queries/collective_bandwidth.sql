@@ -1,7 +1,7 @@
 -- name: collective_bandwidth
--- answers: What algorithm and bus bandwidth did each timed collective reach, by nccl-tests'
+-- answers: What algorithm and bus bandwidth did each timed collective of a job reach, by nccl-tests'
 --          definitions? One row per collective call with a duration.
--- params: none
+-- params: $job_id (string: the job; NULL for every job)
 -- returns: job_id, rank, trace_id, op_id, op_name, comm_type, group_size, in_bytes, nccl_bytes,
 --          duration_us, algbw_gbps, busbw_gbps, wire_bytes
 -- rule: nccl-tests (PERFORMANCE.md): algbw = S / t, busbw = algbw * factor, GB/s = 1e9 bytes/s.
@@ -28,7 +28,7 @@ with sized as (
                 then 1.0 * (c.group_size - 1) / c.group_size
             else 1.0
         end as bus_factor
-    from collective_wire_bytes c
+    from collective_wire_bytes($job_id) c
     where c.duration_us > 0 and c.in_bytes is not null and c.group_size is not null and c.comm_type <> 'BARRIER'
 )
 select

@@ -5,17 +5,17 @@
 -- returns: job_id, label, world_size, op_name, comm_type, calls, min_group_size, max_group_size,
 --          in_bytes, wire_bytes (collective_wire_bytes)
 select
-    c.job_id,
+    o.job_id,
     j.label,
     j.world_size,
-    c.op_name,
-    c.comm_type,
-    cast(sum(c.calls) as bigint) as calls,
-    min(c.group_size) as min_group_size,
-    max(c.group_size) as max_group_size,
-    cast(sum(c.calls::hugeint * c.in_bytes) as bigint) as in_bytes,
-    sum(c.wire_bytes) as wire_bytes
-from collective_sizes c
+    o.op_name,
+    o.comm_type,
+    o.calls,
+    o.min_group_size,
+    o.max_group_size,
+    o.in_bytes,
+    o.wire_bytes
+-- collective_ops: per job, op name and comm_type (a rollup)
+from collective_ops o
 join jobs j using (job_id)
-group by all
-order by c.job_id, c.op_name;
+order by o.job_id, o.op_name;

@@ -1,8 +1,9 @@
 -- name: collective_wire_bytes
--- answers: How many bytes does each rank send on the wire for each collective, under the textbook
---          ring/direct algorithms? Every collectives row with its wire_bytes: the one place this rule
---          is written; every mix and size view reads it from here.
--- params: none
+-- answers: How many bytes does each rank send on the wire for each collective of a job, under the
+--          textbook ring/direct algorithms? Every collectives row of the job with its wire_bytes: the one
+--          place this rule is written; every mix and size view reads it from here (the rollups and fleet
+--          queries with a NULL job_id: every job's rows).
+-- params: $job_id (string: the job; NULL for every job)
 -- returns: every column of collectives, wire_bytes (double; null where in_bytes or group_size is unknown)
 -- rule: S = in_bytes (Chakra's comm_size, the bytes this rank passes in), n = group_size.
 --          ALL_REDUCE      2(n-1)/n * S   ring: a reduce-scatter and an all-gather of S/n chunks
@@ -29,4 +30,5 @@ select
         when c.comm_type in ('REDUCE_SCATTER', 'ALL_TO_ALL', 'BROADCAST', 'REDUCE', 'GATHER', 'SCATTER')
             then 1.0 * (c.group_size - 1) / c.group_size * c.in_bytes
     end as wire_bytes
-from collectives c;
+from collectives c
+where $job_id is null or c.job_id = $job_id;

@@ -16,7 +16,7 @@ select
     median(busbw_gbps) as p50_busbw_gbps,
     quantile_cont(busbw_gbps, 0.1) as p10_busbw_gbps,
     quantile_cont(busbw_gbps, 0.9) as p90_busbw_gbps
-from collective_bandwidth
-where job_id = $job_id and nccl_bytes > 0
+from collective_bandwidth($job_id)
+where nccl_bytes > 0
 group by all
 order by comm_type, log2_bin;

@@ -14,7 +14,7 @@ select
     sum(wire_bytes) / count(distinct rank) as wire_bytes_per_rank,
     quantile_disc(in_bytes, 0.5) as p50_bytes,
     max(in_bytes) as max_bytes
-from collective_wire_bytes
+from collective_wire_bytes($job_id)
 where job_id = $job_id
 group by comm_type
 order by wire_bytes desc nulls last, comm_type;

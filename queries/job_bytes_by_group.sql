@@ -15,7 +15,7 @@ select
     cast(sum(c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (), 0), 0) as wire_share
-from collective_wire_bytes c
+from collective_wire_bytes($job_id) c
 left join process_groups g on g.job_id = c.job_id and g.pg_name = c.pg_name
 where c.job_id = $job_id
 group by c.pg_name, g.pg_desc, g.group_size

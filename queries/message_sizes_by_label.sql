@@ -17,7 +17,7 @@ select
     cast(sum(c.in_bytes) as bigint) as total_bytes,
     count(*) as calls,
     sum(c.wire_bytes) as total_wire_bytes
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join jobs j using (job_id)
 where c.rank = $rank
 group by all

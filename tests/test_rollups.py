@@ -53,15 +53,49 @@ def _from_rows(ds: tracekit.TraceDataset, name: str) -> pl.DataFrame:
     return con.sql(f"select * from {call}").pl()
 
 
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated fleet (default profile): many jobs, sizes and classes."""
+    from tracekit.generate import generate_fleet
+
+    root = tmp_path_factory.mktemp("rollups-fleet")
+    generate_fleet(root / "fleet", 24, 11, "default")
+    assert ingest([root / "fleet"], root / "ds").ok
+    return root / "ds"
+
+
+@pytest.fixture(params=["samples", "fleet"])
+def dataset(request: pytest.FixtureRequest) -> Path:
+    return request.getfixturevalue(request.param)
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in FROM_ROWS.glob("*.sql")))
-def test_a_query_reading_rollups_gives_what_it_gave_from_every_row(samples: Path, name: str) -> None:
+def test_a_query_reading_rollups_gives_what_it_gave_from_every_row(dataset: Path, name: str) -> None:
     assert name in query_names()
-    with tracekit.open(samples) as ds:
+    with tracekit.open(dataset) as ds:
         params = {p: PARAMS[p] for p in query_params(name)}
         now = ds.query(name, params or None).pl()
         before = _from_rows(ds, name)
     assert now.schema == before.schema
     assert_frame_equal(now, before, check_exact=False, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_a_listing_of_calls_is_per_job_and_the_jobs_add_up_to_every_call(dataset: Path) -> None:
+    """collective_wire_bytes and collective_bandwidth take the job; NULL (what the rollups read) gives every job's."""
+    with tracekit.open(dataset) as ds:
+        jobs = [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
+        assert (
+            ds.sql("select count(*) from collective_wire_bytes(null)").fetchall()
+            == ds.sql("select count(*) from collectives").fetchall()
+        )
+        for name in ("collective_wire_bytes", "collective_bandwidth"):
+            every = ds.sql(f"select * from {name}(null) order by all").pl()
+            per_job = [ds.query(name, {"job_id": job}).pl() for job in jobs]
+            assert all(
+                frame["job_id"].unique().to_list() in ([job], []) for job, frame in zip(jobs, per_job, strict=True)
+            )
+            assert_frame_equal(pl.concat(per_job).sort(every.columns), every.sort(every.columns))
+        assert ds.query("collective_bandwidth", {"job_id": "no such job"}).pl().height == 0
 
 
 def _rollups(dataset: Path) -> dict[str, pl.DataFrame]:

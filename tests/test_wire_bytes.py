@@ -95,7 +95,7 @@ def wire_bytes(con: duckdb.DuckDBPyConnection, comm_type: str, n: int, size: int
         "SELECT 'j', r, 't' || r, 0, ?, ?, ? FROM range(?) t(r)",
         [comm_type, n, size, n],
     )
-    return [row[0] for row in con.sql("SELECT wire_bytes FROM collective_wire_bytes ORDER BY rank").fetchall()]
+    return [row[0] for row in con.sql("SELECT wire_bytes FROM collective_wire_bytes(NULL) ORDER BY rank").fetchall()]
 
 
 @settings(max_examples=150, deadline=None)
@@ -127,7 +127,7 @@ def test_unknown_group_size_or_bytes_is_null_not_a_guess(con: duckdb.DuckDBPyCon
         "('j', 0, 't', 0, 'ALL_REDUCE', NULL, 100), ('j', 0, 't', 1, 'ALL_REDUCE', 4, NULL), "
         "('j', 0, 't', 2, 'BARRIER', 4, 0)"
     )
-    assert [r[0] for r in con.sql("SELECT wire_bytes FROM collective_wire_bytes ORDER BY op_id").fetchall()] == [
+    assert [r[0] for r in con.sql("SELECT wire_bytes FROM collective_wire_bytes(NULL) ORDER BY op_id").fetchall()] == [
         None,
         None,
         0.0,

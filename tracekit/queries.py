@@ -128,8 +128,14 @@ def catalog_statement(name: str, temp: bool = False, folder: str = "") -> str:
 
 
 def catalog_statements(temp: bool = False) -> list[str]:
-    """The statements that create every query, in dependency order."""
-    return [catalog_statement(name, temp) for name in catalog_order()]
+    """The statements that create every query, in dependency order (stored ones first drop a copy of the
+    other kind that an earlier version stored: a view that became a macro, or the reverse)."""
+    statements = []
+    for name in catalog_order():
+        if not temp:
+            statements.append(f"DROP {'VIEW' if query_params(name) else 'MACRO TABLE'} IF EXISTS {name}")
+        statements.append(catalog_statement(name, temp))
+    return statements
 
 
 def rollup_query(name: str) -> str:

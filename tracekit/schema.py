@@ -21,11 +21,12 @@ TABLES = (
     "runs",
     "collective_sizes",
     "collective_ranks",
+    "collective_ops",
     "job_classes",
 )
 # Tables derived by queries/rollups/<name>.sql, kept in step by every ingest for the jobs it touches;
 # in this order (each may read those before it).
-ROLLUPS = ("collective_sizes", "collective_ranks", "job_classes")
+ROLLUPS = ("collective_sizes", "collective_ranks", "collective_ops", "job_classes")
 
 COMM_TYPES = (
     "ALL_REDUCE",

@@ -18,5 +18,5 @@ select
     coalesce(duration_us > 0, false) as timed,
     count(*) as calls,
     sum(wire_bytes) as wire_bytes
-from collective_wire_bytes
+from collective_wire_bytes(null)
 group by all;

@@ -25,6 +25,7 @@ def test_the_quick_smoke_runs_every_default_stage_and_prints_its_ratios() -> Non
         if stage.default:
             assert any(line.startswith(name) for line in lines), f"stage {name} printed nothing"
     assert any("decode floor" in line and "x wall" in line for line in lines)
+    assert any(line.startswith("queries") and "slowest:" in line and " under 2 s" in line for line in lines)
 
 
 def test_stages_are_listed() -> None:

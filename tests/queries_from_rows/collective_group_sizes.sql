@@ -15,7 +15,7 @@ select
     max(c.group_size) as max_group_size,
     cast(sum(c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join jobs j using (job_id)
 group by all
 order by c.job_id, c.op_name;

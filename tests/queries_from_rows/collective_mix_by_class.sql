@@ -14,7 +14,7 @@ select
     cast(sum(c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (partition by k.class), 0), 0) as wire_share
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join job_class k using (job_id)
 group by 1, 2
 order by class, comm_type;

@@ -32,7 +32,7 @@ c as (
         avg(case when group_size is not null then 1.0 else 0.0 end) as group_size_known_share,
         avg(case when in_elems is not null then 1.0 else 0.0 end) as elems_known_share,
         avg(case when duration_us > 0 then 1.0 else 0.0 end) as timed_share
-    from collective_wire_bytes
+    from collective_wire_bytes(null)
 )
 select
     j.jobs,

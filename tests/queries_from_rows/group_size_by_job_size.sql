@@ -13,7 +13,7 @@ select
     count(*) / sum(count(*)) over () as share,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (), 0), 0) as wire_share
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join job_class k using (job_id)
 where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
 group by all

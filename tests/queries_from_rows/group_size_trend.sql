@@ -36,7 +36,7 @@ call_stats as (
         quantile_disc(c.group_size, 0.9) as p90_group_size,
         max(c.group_size) as max_group_size,
         avg(case when c.group_size <= 128 then 1.0 else 0.0 end) as share_calls_le_128
-    from collective_wire_bytes c
+    from collective_wire_bytes(null) c
     join dated d using (job_id)
     where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
     group by d.period

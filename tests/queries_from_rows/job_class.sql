@@ -36,7 +36,7 @@ with calls as (
         c.is_uneven,
         c.wire_bytes,
         (c.in_bytes is null or c.in_bytes > 64) as is_data
-    from collective_wire_bytes c
+    from collective_wire_bytes(null) c
 ),
 sizes as (
     select job_id, max(group_size) as max_group_size, list(distinct group_size order by group_size) as group_sizes

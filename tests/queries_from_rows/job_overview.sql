@@ -13,7 +13,7 @@ with per_job as (
         sum(wire_bytes) as wire_bytes,
         list(distinct comm_type order by comm_type) as comm_types,
         avg(case when duration_us > 0 then 1.0 else 0.0 end) as timed_share
-    from collective_wire_bytes
+    from collective_wire_bytes(null)
     group by job_id
 )
 select

@@ -8,12 +8,12 @@
 --          cum_share (share of the group's calls smaller than size_hi), wire_bytes
 with sized as (
     select k.class, k.model, c.comm_type, 'bytes' as unit, c.in_bytes as size, c.wire_bytes
-    from collective_wire_bytes c
+    from collective_wire_bytes(null) c
     join job_class k using (job_id)
     where c.in_bytes > 0
     union all
     select k.class, k.model, c.comm_type, 'elements' as unit, c.in_elems as size, c.wire_bytes
-    from collective_wire_bytes c
+    from collective_wire_bytes(null) c
     join job_class k using (job_id)
     where c.in_elems > 0
 ),

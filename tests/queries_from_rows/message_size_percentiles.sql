@@ -19,7 +19,7 @@ select
     quantile_cont(c.wire_bytes, 0.5) as p50_wire_bytes,
     cast(sum(c.in_bytes) as bigint) as in_bytes,
     sum(c.wire_bytes) as wire_bytes
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join job_class k using (job_id)
 group by all
 order by k.class, k.model nulls last, c.comm_type;

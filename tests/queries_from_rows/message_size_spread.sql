@@ -16,7 +16,7 @@ select
     min(c.in_bytes) as min_bytes,
     max(c.in_bytes) as max_bytes,
     sum(c.wire_bytes) as wire_bytes
-from collective_wire_bytes c
+from collective_wire_bytes(null) c
 join jobs j using (job_id)
 where c.in_bytes > 0
 group by all
