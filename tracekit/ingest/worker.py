@@ -7,8 +7,10 @@ pool, a Dask worker on another machine, or inline. It returns only small metadat
 the batch's other files and written once per batch and table, so a fleet of small rank files costs
 a few staged files, not one per file. A file too big to hold spills to staged files of its own.
 
-Each file is read once: its bytes are hashed and parsed from memory (a file larger than
-`READ_WHOLE_BYTES` is hashed and then parsed as a stream). Staged rows carry `_seq`, the file's
+Each file is read once: its bytes are hashed and parsed from memory. A file larger than
+`READ_WHOLE_BYTES` is parsed as a stream, and hashed by a thread meanwhile (hashlib releases the GIL)
+when the dataset holds nothing it could be (its hash decides only its trace id then); else it is
+hashed first, so that a file already held is not parsed. Staged rows carry `_seq`, the file's
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
 the job is finished (tracekit.dataset).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import traceback
 import uuid
 from collections.abc import Iterator, Sequence
@@ -329,25 +332,33 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     rows = _BatchRows(Path(batch.staging))
     results: list[ParsedFile] = []
     pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
+    hashing: list[tuple[ParsedFile, _Hashing]] = []
     for task in batch.tasks:
-        parsed, source = _open(task, batch)
+        parsed, source, hash_later = _open(task, batch)
         results.append(parsed)
+        if hash_later is not None:
+            hashing.append((parsed, hash_later))
         if source is not None and parsed.format is not None:
             pending.setdefault(parsed.format, []).append((parsed, source))
     for fmt, files in pending.items():
         _parse_format(fmt, files, rows)
+    for parsed, hash_later in hashing:
+        _take_hash(parsed, hash_later)
     staged = rows.close()
     for parsed in results:
         parsed.staged = staged
     return results
 
 
-def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
-    """Read and hash the file, decide whether it is new, name its format: (result, source to parse)."""
+def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _Hashing | None]:
+    """Read and hash the file, decide whether it is new, name its format: (result, source to parse,
+    the hash still being computed)."""
     try:
+        if not batch.known and not batch.known_content and _is_long(task):
+            return _open_hashing(task)  # nothing it could be is held: hashed while it parses
         data, sha, size = _read(task)
     except OSError as exc:
-        return ParsedFile(
+        failed = ParsedFile(
             task.job_id,
             task.display,
             task.name,
@@ -356,27 +367,76 @@ def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
             0,
             error=f"{task.display}: cannot read ({exc.strerror or exc})",
             seq=task.seq,
-        ), None
+        )
+        return failed, None, None
     parsed = ParsedFile(
         task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size, seq=task.seq
     )
     if parsed.trace_id in batch.known:
         parsed.skipped = True
-        return parsed, None
+        return parsed, None, None
     if parsed.content_key in batch.known_content:
         parsed.duplicate = True
-        return parsed, None
+        return parsed, None, None
     source: Source = (
         BytesSource(data, task.display, task.name)
         if data is not None
         else FileSource(Path(task.path or ""), task.display)
     )
+    return *_sniffed(parsed, source), None
+
+
+def _sniffed(parsed: ParsedFile, source: Source) -> tuple[ParsedFile, Source | None]:
     try:
         parsed.format = sniff_format(source)
     except TraceError as exc:
-        parsed.error = exc.describe(task.display)
+        parsed.error = exc.describe(parsed.display)
         return parsed, None
     return parsed, source
+
+
+def _is_long(task: Task) -> bool:
+    """A file on disk too long to hold: read as a stream (raises OSError when it cannot be read)."""
+    return task.data is None and task.path is not None and os.stat(task.path).st_size > READ_WHOLE_BYTES
+
+
+class _Hashing:
+    """SHA-256 and size of a file, computed by a thread."""
+
+    def __init__(self, path: str) -> None:
+        self.result: tuple[str, int] | OSError = OSError("not hashed")
+        self._thread = threading.Thread(target=self._run, args=(path,), name="tracekit-hash", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                self.result = _hash_stream(f)
+        except OSError as exc:
+            self.result = exc
+
+    def join(self) -> tuple[str, int] | OSError:
+        self._thread.join()
+        return self.result
+
+
+def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _Hashing]:
+    """A long file's result before its hash is known (`_take_hash` fills it in), its source, its hash."""
+    hashing = _Hashing(task.path or "")
+    parsed = ParsedFile(task.job_id, task.display, task.name, "", "", 0, seq=task.seq)
+    return *_sniffed(parsed, FileSource(Path(task.path or ""), task.display)), hashing
+
+
+def _take_hash(parsed: ParsedFile, hashing: _Hashing) -> None:
+    """Wait for the hash of a file hashed while it parsed: its sha256, size and trace id; a file that
+    could not be read to the end is an error (its staged rows are left out: they belong to no ok file)."""
+    result = hashing.join()
+    if isinstance(result, OSError):
+        parsed.error = f"{parsed.display}: cannot read ({result.strerror or result})"
+        parsed.meta, parsed.format, parsed.sha256 = None, None, ""
+    else:
+        parsed.sha256, parsed.size_bytes = result
+    parsed.trace_id = make_trace_id(parsed.job_id, parsed.name, parsed.sha256)
 
 
 def _read(task: Task) -> tuple[bytes | None, str, int]:
@@ -389,12 +449,17 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
         if size <= READ_WHOLE_BYTES:
             data = f.read()
             return data, hashlib.sha256(data).hexdigest(), len(data)
-        digest = hashlib.sha256()
-        size = 0
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-        return None, digest.hexdigest(), size
+        return None, *_hash_stream(f)
+
+
+def _hash_stream(f: Any) -> tuple[str, int]:
+    """(SHA-256, size) of what `f` holds from here on, read in pieces."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := f.read(1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def _size(f: Any) -> int:
