@@ -453,12 +453,14 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
 
 
 def _hash_stream(f: Any) -> tuple[str, int]:
-    """(SHA-256, size) of what `f` holds from here on, read in pieces."""
+    """(SHA-256, size) of what `f` holds from here on, read in pieces into one buffer (a new buffer
+    per piece would cost the kernel a page fault per page read)."""
     digest = hashlib.sha256()
     size = 0
-    while chunk := f.read(1 << 20):
-        digest.update(chunk)
-        size += len(chunk)
+    with memoryview(bytearray(1 << 20)) as buffer:
+        while got := f.readinto(buffer):
+            digest.update(buffer[:got])
+            size += got
     return digest.hexdigest(), size
 
 
