@@ -175,3 +175,27 @@ def test_a_long_file_that_cannot_be_hashed_is_an_error_and_adds_no_rows(
     with tracekit.open(tmp_path / "ds") as ds:
         assert ds.sql("select count(*) from ops").fetchall() == [(0,)]
         assert ds.sql("select status, size_bytes from traces").fetchall() == [("error", 0)]
+
+
+def test_a_spilled_file_whose_staged_write_fails_is_an_error_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big file's own staged rows are written in a thread while it parses on; a write that fails
+    there fails that file (named, with the error), not the batch, and leaves no staged rows of it."""
+    monkeypatch.setattr(worker, "SPILL_ROWS", 1_000)
+    write = worker._StagedWriter._write
+
+    def fail_in_thread(self: Any, table: str, batches: Any) -> None:
+        if self.in_thread:
+            raise OSError(28, "No space left on device")
+        write(self, table, batches)
+
+    monkeypatch.setattr(worker._StagedWriter, "_write", fail_in_thread)
+    tasks = [
+        _task(tmp_path, "t.0.et", et_bytes([("ALL_REDUCE", 64)] * 35_000), 0),
+        _task(tmp_path, "t.1.et", et_bytes([("ALL_GATHER", 8)]), 1),
+    ]
+    big, small = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
+    assert big.error is not None and "internal error while staging its rows (OSError" in big.error
+    assert "No space left on device" in big.error and small.error is None
+    assert _staged_rows(tmp_path, "ops") == {1: 2}

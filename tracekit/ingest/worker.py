@@ -158,37 +158,82 @@ def make_trace_id(job_id: str, name: str, sha256: str) -> str:
 
 
 class _StagedWriter:
-    """The staged Parquet file of each table for one writer (a batch, or one big file)."""
+    """The staged Parquet file of each table for one writer (a batch, or one big file).
 
-    def __init__(self, staging: Path, name: str) -> None:
+    `in_thread`: each write runs in a thread while the caller goes on parsing (pyarrow encodes and
+    compresses without the GIL), one at a time: the next waits for the last, so at most one write's
+    rows are in flight. A write that failed raises at the next write or at `close`."""
+
+    def __init__(self, staging: Path, name: str, in_thread: bool = False) -> None:
         self.staging = staging
         self.name = name
+        self.in_thread = in_thread
         self.writers: dict[str, pq.ParquetWriter] = {}
+        self._writing: _Writing | None = None
 
     def path(self, table: str) -> Path:
         return self.staging / table / f"{self.name}.parquet"
 
     def write(self, table: str, batches: list[pa.RecordBatch]) -> None:
+        if not batches:
+            return
+        self._wait()
+        if self.in_thread:
+            self._writing = _Writing(self._write, table, batches)
+        else:
+            self._write(table, batches)
+
+    def _write(self, table: str, batches: list[pa.RecordBatch]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if not batches:
-            return
         data = pa.Table.from_batches(batches).combine_chunks()
         if table not in self.writers:
             self.path(table).parent.mkdir(parents=True, exist_ok=True)
             self.writers[table] = pq.ParquetWriter(self.path(table), data.schema, compression="zstd")
         self.writers[table].write_table(data, row_group_size=FLUSH_ROWS)
 
+    def _wait(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.join()
+
     def close(self) -> list[tuple[str, str]]:
-        for writer in self.writers.values():
-            writer.close()
+        try:
+            self._wait()
+        finally:
+            for writer in self.writers.values():
+                writer.close()
         return [(table, str(self.path(table))) for table in self.writers]
 
     def remove(self) -> None:
-        self.close()
+        """Drop what was written (a failed write's error was raised already, or the rows are unwanted)."""
+        try:
+            self.close()
+        except Exception:
+            pass
         for table in self.writers:
             self.path(table).unlink(missing_ok=True)
+
+
+class _Writing:
+    """`write(table, batches)` running in a thread; `join` waits for it and raises what it raised."""
+
+    def __init__(self, write: Any, table: str, batches: list[pa.RecordBatch]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(write, table, batches), name="tracekit-stage")
+        self._thread.start()
+
+    def _run(self, write: Any, table: str, batches: list[pa.RecordBatch]) -> None:
+        try:
+            write(table, batches)
+        except BaseException as exc:  # raised again in the caller's thread, by join
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 class _BatchRows:
@@ -246,7 +291,8 @@ class _FileRows:
         self.held.setdefault(table, []).append(batch)
         self.rows += batch.num_rows
         if self.rows > SPILL_ROWS:
-            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}")
+            # Written while the file parses on: its errors come out in this file's parse, at `commit`.
+            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}", in_thread=True)
             for name, batches in self.held.items():
                 self.own.write(name, batches)
             self.held.clear()
