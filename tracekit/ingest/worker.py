@@ -30,11 +30,11 @@ import re
 import threading
 import traceback
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tracekit.errors import describe
 from tracekit.parsers import parse_as, parser_for, sniff_format
@@ -65,6 +65,7 @@ FLUSH_ROWS = 1 << 20
 FILLED_LATER = ("job_id", "rank", "trace_id")
 SEQ_COLUMN = "_seq"
 STAGED_TABLES = ("ops", "collectives")
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -169,7 +170,7 @@ class _StagedWriter:
         self.name = name
         self.in_thread = in_thread
         self.writers: dict[str, pq.ParquetWriter] = {}
-        self._writing: _Writing | None = None
+        self._writing: _InThread[None] | None = None
 
     def path(self, table: str) -> Path:
         return self.staging / table / f"{self.name}.parquet"
@@ -179,7 +180,7 @@ class _StagedWriter:
             return
         self._wait()
         if self.in_thread:
-            self._writing = _Writing(self._write, table, batches)
+            self._writing = _InThread(self._write, table, batches)
         else:
             self._write(table, batches)
 
@@ -196,7 +197,7 @@ class _StagedWriter:
     def _wait(self) -> None:
         writing, self._writing = self._writing, None
         if writing is not None:
-            writing.join()
+            writing.result()
 
     def close(self) -> list[tuple[str, str]]:
         try:
@@ -216,24 +217,27 @@ class _StagedWriter:
             self.path(table).unlink(missing_ok=True)
 
 
-class _Writing:
-    """`write(table, batches)` running in a thread; `join` waits for it and raises what it raised."""
+class _InThread(Generic[T]):
+    """`work(*args)` run by a thread of its own; `result()` waits for it and returns what it returned,
+    or raises what it raised."""
 
-    def __init__(self, write: Any, table: str, batches: list[pa.RecordBatch]) -> None:
+    def __init__(self, work: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(write, table, batches), name="tracekit-stage")
+        self._thread = threading.Thread(target=self._run, args=(work, *args), daemon=True)
         self._thread.start()
 
-    def _run(self, write: Any, table: str, batches: list[pa.RecordBatch]) -> None:
+    def _run(self, work: Callable[..., T], *args: Any) -> None:
         try:
-            write(table, batches)
-        except BaseException as exc:  # raised again in the caller's thread, by join
+            self._value = work(*args)
+        except BaseException as exc:  # raised again in the caller's thread, by result()
             self._error = exc
 
-    def join(self) -> None:
+    def result(self) -> T:
         self._thread.join()
         if self._error is not None:
             raise self._error
+        return self._value  # type: ignore[return-value]  # set by a run that raised nothing
 
 
 class _BatchRows:
@@ -378,7 +382,7 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     rows = _BatchRows(Path(batch.staging))
     results: list[ParsedFile] = []
     pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
-    hashing: list[tuple[ParsedFile, _Hashing]] = []
+    hashing: list[tuple[ParsedFile, _InThread[tuple[str, int]]]] = []
     for task in batch.tasks:
         parsed, source, hash_later = _open(task, batch)
         results.append(parsed)
@@ -396,7 +400,7 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     return results
 
 
-def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _Hashing | None]:
+def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]] | None]:
     """Read and hash the file, decide whether it is new, name its format: (result, source to parse,
     the hash still being computed)."""
     try:
@@ -446,42 +450,21 @@ def _is_long(task: Task) -> bool:
     return task.data is None and task.path is not None and os.stat(task.path).st_size > READ_WHOLE_BYTES
 
 
-class _Hashing:
-    """SHA-256 and size of a file, computed by a thread."""
-
-    def __init__(self, path: str) -> None:
-        self.result: tuple[str, int] | OSError = OSError("not hashed")
-        self._thread = threading.Thread(target=self._run, args=(path,), name="tracekit-hash", daemon=True)
-        self._thread.start()
-
-    def _run(self, path: str) -> None:
-        try:
-            with open(path, "rb") as f:
-                self.result = _hash_stream(f)
-        except OSError as exc:
-            self.result = exc
-
-    def join(self) -> tuple[str, int] | OSError:
-        self._thread.join()
-        return self.result
-
-
-def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _Hashing]:
+def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]]]:
     """A long file's result before its hash is known (`_take_hash` fills it in), its source, its hash."""
-    hashing = _Hashing(task.path or "")
+    hashing = _InThread(_hash_file, task.path or "")
     parsed = ParsedFile(task.job_id, task.display, task.name, "", "", 0, seq=task.seq)
     return *_sniffed(parsed, FileSource(Path(task.path or ""), task.display)), hashing
 
 
-def _take_hash(parsed: ParsedFile, hashing: _Hashing) -> None:
+def _take_hash(parsed: ParsedFile, hashing: _InThread[tuple[str, int]]) -> None:
     """Wait for the hash of a file hashed while it parsed: its sha256, size and trace id; a file that
     could not be read to the end is an error (its staged rows are left out: they belong to no ok file)."""
-    result = hashing.join()
-    if isinstance(result, OSError):
-        parsed.error = f"{parsed.display}: cannot read ({result.strerror or result})"
+    try:
+        parsed.sha256, parsed.size_bytes = hashing.result()
+    except OSError as exc:
+        parsed.error = f"{parsed.display}: cannot read ({exc.strerror or exc})"
         parsed.meta, parsed.format, parsed.sha256 = None, None, ""
-    else:
-        parsed.sha256, parsed.size_bytes = result
     parsed.trace_id = make_trace_id(parsed.job_id, parsed.name, parsed.sha256)
 
 
@@ -496,6 +479,11 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
             data = f.read()
             return data, hashlib.sha256(data).hexdigest(), len(data)
         return None, *_hash_stream(f)
+
+
+def _hash_file(path: str) -> tuple[str, int]:
+    with open(path, "rb") as f:
+        return _hash_stream(f)
 
 
 def _hash_stream(f: Any) -> tuple[str, int]:
