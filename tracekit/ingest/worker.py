@@ -404,9 +404,8 @@ def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThrea
     """Read and hash the file, decide whether it is new, name its format: (result, source to parse,
     the hash still being computed)."""
     try:
-        if not batch.known and not batch.known_content and _is_long(task):
-            return _open_hashing(task)  # nothing it could be is held: hashed while it parses
-        data, sha, size = _read(task)
+        # When the dataset holds nothing the file could be, a long file is hashed while it parses.
+        data, sha, size = _read(task, hash_later=not batch.known and not batch.known_content)
     except OSError as exc:
         failed = ParsedFile(
             task.job_id,
@@ -419,6 +418,8 @@ def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThrea
             seq=task.seq,
         )
         return failed, None, None
+    if sha is None:
+        return _open_hashing(task)
     parsed = ParsedFile(
         task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size, seq=task.seq
     )
@@ -445,11 +446,6 @@ def _sniffed(parsed: ParsedFile, source: Source) -> tuple[ParsedFile, Source | N
     return parsed, source
 
 
-def _is_long(task: Task) -> bool:
-    """A file on disk too long to hold: read as a stream (raises OSError when it cannot be read)."""
-    return task.data is None and task.path is not None and os.stat(task.path).st_size > READ_WHOLE_BYTES
-
-
 def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]]]:
     """A long file's result before its hash is known (`_take_hash` fills it in), its source, its hash."""
     hashing = _InThread(_hash_file, task.path or "")
@@ -468,8 +464,9 @@ def _take_hash(parsed: ParsedFile, hashing: _InThread[tuple[str, int]]) -> None:
     parsed.trace_id = make_trace_id(parsed.job_id, parsed.name, parsed.sha256)
 
 
-def _read(task: Task) -> tuple[bytes | None, str, int]:
-    """(the bytes, when held in memory; their SHA-256; their size)."""
+def _read(task: Task, hash_later: bool = False) -> tuple[bytes | None, str | None, int]:
+    """(the bytes, when held in memory; their SHA-256, None for a file too long to hold when
+    `hash_later`; their size)."""
     if task.data is not None:
         return task.data, hashlib.sha256(task.data).hexdigest(), len(task.data)
     assert task.path is not None
@@ -478,6 +475,8 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
         if size <= READ_WHOLE_BYTES:
             data = f.read()
             return data, hashlib.sha256(data).hexdigest(), len(data)
+        if hash_later:
+            return None, None, size
         return None, *_hash_stream(f)
 
 
