@@ -129,3 +129,73 @@ def test_parsing_runs_the_cycle_collector_less_often_and_restores_it() -> None:
         assert gc.get_threshold()[0] == 100_000
         assert gc.get_threshold()[1:] == before[1:]
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_a_long_file_is_hashed_the_same_while_it_parses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, known: bool
+) -> None:
+    """A file too long to hold is hashed by a thread while it parses, unless the dataset holds files
+    it could be (then first, so that a held file is not parsed): the same sha256, size and trace id."""
+    import hashlib
+
+    monkeypatch.setattr(worker, "READ_WHOLE_BYTES", 1_000)
+    data = et_bytes([("ALL_REDUCE", 64)] * 100)
+    tasks = [_task(tmp_path, "t.0.et", data, 0), _task(tmp_path, "t.1.et", et_bytes([("ALL_GATHER", 8)]), 1)]
+    batch = Batch(tasks, str(tmp_path / "staging"), known=frozenset({"elsewhere"}) if known else frozenset())
+    results = parse_batch(batch).files
+    sha = hashlib.sha256(data).hexdigest()
+    assert [r.error for r in results] == [None, None]
+    assert (results[0].sha256, results[0].size_bytes) == (sha, len(data))
+    assert results[0].trace_id == worker.make_trace_id("job", "t.0.et", sha)
+    assert results[0].meta is not None and results[0].meta.node_count == 200
+    assert _staged_rows(tmp_path, "ops") == {0: 200, 1: 2}
+
+
+def test_a_long_file_that_cannot_be_hashed_is_an_error_and_adds_no_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracekit
+    from tracekit.ingest import ingest
+
+    monkeypatch.setattr(worker, "READ_WHOLE_BYTES", 1_000)
+
+    def fail(f: Any) -> tuple[str, int]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(worker, "_hash_stream", fail)
+    task = _task(tmp_path, "t.0.et", et_bytes([("ALL_REDUCE", 64)] * 100), 0)
+    (result,) = parse_batch(Batch([task], str(tmp_path / "staging"))).files
+    assert result.error == f"{task.display}: cannot read (Input/output error)"
+    assert result.meta is None and result.sha256 == ""
+    assert result.trace_id == worker.make_trace_id("job", "t.0.et", "")
+    # Its rows were staged as it parsed; the commit leaves them out (they belong to no ok file).
+    report = ingest([tmp_path / "in"], tmp_path / "ds", workers=1)
+    assert [e.endswith("cannot read (Input/output error)") for e in report.errors] == [True]
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select count(*) from ops").fetchall() == [(0,)]
+        assert ds.sql("select status, size_bytes from traces").fetchall() == [("error", 0)]
+
+
+def test_a_spilled_file_whose_staged_write_fails_is_an_error_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big file's own staged rows are written in a thread while it parses on; a write that fails
+    there fails that file (named, with the error), not the batch, and leaves no staged rows of it."""
+    monkeypatch.setattr(worker, "SPILL_ROWS", 1_000)
+    write = worker._StagedWriter._write
+
+    def fail_in_thread(self: Any, table: str, batches: Any) -> None:
+        if self.in_thread:
+            raise OSError(28, "No space left on device")
+        write(self, table, batches)
+
+    monkeypatch.setattr(worker._StagedWriter, "_write", fail_in_thread)
+    tasks = [
+        _task(tmp_path, "t.0.et", et_bytes([("ALL_REDUCE", 64)] * 35_000), 0),
+        _task(tmp_path, "t.1.et", et_bytes([("ALL_GATHER", 8)]), 1),
+    ]
+    big, small = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
+    assert big.error is not None and "internal error while staging its rows (OSError" in big.error
+    assert "No space left on device" in big.error and small.error is None
+    assert _staged_rows(tmp_path, "ops") == {1: 2}

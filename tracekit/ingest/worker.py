@@ -7,8 +7,10 @@ pool, a Dask worker on another machine, or inline. It returns only small metadat
 the batch's other files and written once per batch and table, so a fleet of small rank files costs
 a few staged files, not one per file. A file too big to hold spills to staged files of its own.
 
-Each file is read once: its bytes are hashed and parsed from memory (a file larger than
-`READ_WHOLE_BYTES` is hashed and then parsed as a stream). Staged rows carry `_seq`, the file's
+Each file is read once: its bytes are hashed and parsed from memory. A file larger than
+`READ_WHOLE_BYTES` is parsed as a stream, and hashed by a thread meanwhile (hashlib releases the GIL)
+when the dataset holds nothing it could be (its hash decides only its trace id then); else it is
+hashed first, so that a file already held is not parsed. Staged rows carry `_seq`, the file's
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
 the job is finished (tracekit.dataset).
 
@@ -25,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import traceback
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tracekit.errors import describe
 from tracekit.parsers import parse_as, parser_for, sniff_format
@@ -62,6 +65,7 @@ FLUSH_ROWS = 1 << 20
 FILLED_LATER = ("job_id", "rank", "trace_id")
 SEQ_COLUMN = "_seq"
 STAGED_TABLES = ("ops", "collectives")
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -155,37 +159,85 @@ def make_trace_id(job_id: str, name: str, sha256: str) -> str:
 
 
 class _StagedWriter:
-    """The staged Parquet file of each table for one writer (a batch, or one big file)."""
+    """The staged Parquet file of each table for one writer (a batch, or one big file).
 
-    def __init__(self, staging: Path, name: str) -> None:
+    `in_thread`: each write runs in a thread while the caller goes on parsing (pyarrow encodes and
+    compresses without the GIL), one at a time: the next waits for the last, so at most one write's
+    rows are in flight. A write that failed raises at the next write or at `close`."""
+
+    def __init__(self, staging: Path, name: str, in_thread: bool = False) -> None:
         self.staging = staging
         self.name = name
+        self.in_thread = in_thread
         self.writers: dict[str, pq.ParquetWriter] = {}
+        self._writing: _InThread[None] | None = None
 
     def path(self, table: str) -> Path:
         return self.staging / table / f"{self.name}.parquet"
 
     def write(self, table: str, batches: list[pa.RecordBatch]) -> None:
+        if not batches:
+            return
+        self._wait()
+        if self.in_thread:
+            self._writing = _InThread(self._write, table, batches)
+        else:
+            self._write(table, batches)
+
+    def _write(self, table: str, batches: list[pa.RecordBatch]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        if not batches:
-            return
         data = pa.Table.from_batches(batches).combine_chunks()
         if table not in self.writers:
             self.path(table).parent.mkdir(parents=True, exist_ok=True)
             self.writers[table] = pq.ParquetWriter(self.path(table), data.schema, compression="zstd")
         self.writers[table].write_table(data, row_group_size=FLUSH_ROWS)
 
+    def _wait(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
     def close(self) -> list[tuple[str, str]]:
-        for writer in self.writers.values():
-            writer.close()
+        try:
+            self._wait()
+        finally:
+            for writer in self.writers.values():
+                writer.close()
         return [(table, str(self.path(table))) for table in self.writers]
 
     def remove(self) -> None:
-        self.close()
+        """Drop what was written (a failed write's error was raised already, or the rows are unwanted)."""
+        try:
+            self.close()
+        except Exception:
+            pass
         for table in self.writers:
             self.path(table).unlink(missing_ok=True)
+
+
+class _InThread(Generic[T]):
+    """`work(*args)` run by a thread of its own; `result()` waits for it and returns what it returned,
+    or raises what it raised."""
+
+    def __init__(self, work: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[..., T], *args: Any) -> None:
+        try:
+            self._value = work(*args)
+        except BaseException as exc:  # raised again in the caller's thread, by result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set by a run that raised nothing
 
 
 class _BatchRows:
@@ -243,7 +295,8 @@ class _FileRows:
         self.held.setdefault(table, []).append(batch)
         self.rows += batch.num_rows
         if self.rows > SPILL_ROWS:
-            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}")
+            # Written while the file parses on: its errors come out in this file's parse, at `commit`.
+            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}", in_thread=True)
             for name, batches in self.held.items():
                 self.own.write(name, batches)
             self.held.clear()
@@ -329,25 +382,32 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     rows = _BatchRows(Path(batch.staging))
     results: list[ParsedFile] = []
     pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
+    hashing: list[tuple[ParsedFile, _InThread[tuple[str, int]]]] = []
     for task in batch.tasks:
-        parsed, source = _open(task, batch)
+        parsed, source, hash_later = _open(task, batch)
         results.append(parsed)
+        if hash_later is not None:
+            hashing.append((parsed, hash_later))
         if source is not None and parsed.format is not None:
             pending.setdefault(parsed.format, []).append((parsed, source))
     for fmt, files in pending.items():
         _parse_format(fmt, files, rows)
+    for parsed, hash_later in hashing:
+        _take_hash(parsed, hash_later)
     staged = rows.close()
     for parsed in results:
         parsed.staged = staged
     return results
 
 
-def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
-    """Read and hash the file, decide whether it is new, name its format: (result, source to parse)."""
+def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]] | None]:
+    """Read and hash the file, decide whether it is new, name its format: (result, source to parse,
+    the hash still being computed)."""
     try:
-        data, sha, size = _read(task)
+        # When the dataset holds nothing the file could be, a long file is hashed while it parses.
+        data, sha, size = _read(task, hash_later=not batch.known and not batch.known_content)
     except OSError as exc:
-        return ParsedFile(
+        failed = ParsedFile(
             task.job_id,
             task.display,
             task.name,
@@ -356,31 +416,57 @@ def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None]:
             0,
             error=f"{task.display}: cannot read ({exc.strerror or exc})",
             seq=task.seq,
-        ), None
+        )
+        return failed, None, None
+    if sha is None:
+        return _open_hashing(task)
     parsed = ParsedFile(
         task.job_id, task.display, task.name, make_trace_id(task.job_id, task.name, sha), sha, size, seq=task.seq
     )
     if parsed.trace_id in batch.known:
         parsed.skipped = True
-        return parsed, None
+        return parsed, None, None
     if parsed.content_key in batch.known_content:
         parsed.duplicate = True
-        return parsed, None
+        return parsed, None, None
     source: Source = (
         BytesSource(data, task.display, task.name)
         if data is not None
         else FileSource(Path(task.path or ""), task.display)
     )
+    return *_sniffed(parsed, source), None
+
+
+def _sniffed(parsed: ParsedFile, source: Source) -> tuple[ParsedFile, Source | None]:
     try:
         parsed.format = sniff_format(source)
     except TraceError as exc:
-        parsed.error = exc.describe(task.display)
+        parsed.error = exc.describe(parsed.display)
         return parsed, None
     return parsed, source
 
 
-def _read(task: Task) -> tuple[bytes | None, str, int]:
-    """(the bytes, when held in memory; their SHA-256; their size)."""
+def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]]]:
+    """A long file's result before its hash is known (`_take_hash` fills it in), its source, its hash."""
+    hashing = _InThread(_hash_file, task.path or "")
+    parsed = ParsedFile(task.job_id, task.display, task.name, "", "", 0, seq=task.seq)
+    return *_sniffed(parsed, FileSource(Path(task.path or ""), task.display)), hashing
+
+
+def _take_hash(parsed: ParsedFile, hashing: _InThread[tuple[str, int]]) -> None:
+    """Wait for the hash of a file hashed while it parsed: its sha256, size and trace id; a file that
+    could not be read to the end is an error (its staged rows are left out: they belong to no ok file)."""
+    try:
+        parsed.sha256, parsed.size_bytes = hashing.result()
+    except OSError as exc:
+        parsed.error = f"{parsed.display}: cannot read ({exc.strerror or exc})"
+        parsed.meta, parsed.format, parsed.sha256 = None, None, ""
+    parsed.trace_id = make_trace_id(parsed.job_id, parsed.name, parsed.sha256)
+
+
+def _read(task: Task, hash_later: bool = False) -> tuple[bytes | None, str | None, int]:
+    """(the bytes, when held in memory; their SHA-256, None for a file too long to hold when
+    `hash_later`; their size)."""
     if task.data is not None:
         return task.data, hashlib.sha256(task.data).hexdigest(), len(task.data)
     assert task.path is not None
@@ -389,12 +475,26 @@ def _read(task: Task) -> tuple[bytes | None, str, int]:
         if size <= READ_WHOLE_BYTES:
             data = f.read()
             return data, hashlib.sha256(data).hexdigest(), len(data)
-        digest = hashlib.sha256()
-        size = 0
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-        return None, digest.hexdigest(), size
+        if hash_later:
+            return None, None, size
+        return None, *_hash_stream(f)
+
+
+def _hash_file(path: str) -> tuple[str, int]:
+    with open(path, "rb") as f:
+        return _hash_stream(f)
+
+
+def _hash_stream(f: Any) -> tuple[str, int]:
+    """(SHA-256, size) of what `f` holds from here on, read in pieces into one buffer (a new buffer
+    per piece would cost the kernel a page fault per page read)."""
+    digest = hashlib.sha256()
+    size = 0
+    with memoryview(bytearray(1 << 20)) as buffer:
+        while got := f.readinto(buffer):
+            digest.update(buffer[:got])
+            size += got
+    return digest.hexdigest(), size
 
 
 def _size(f: Any) -> int:

@@ -80,7 +80,7 @@ from tracekit.parsers.base import BatchSink, Source, TraceMeta
 from tracekit.parsers.common.limits import JsonChunks, whole_document_bytes
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
 from tracekit.parsers.common.values import Checker
-from tracekit.parsers.kineto.decode import Event, decode, detached, event_args, first_complete_ts, read_meta
+from tracekit.parsers.kineto.decode import Event, decode, detached, event_args, read_meta
 from tracekit.parsers.kineto.events import (
     Candidates,
     Events,
@@ -117,9 +117,9 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
     trace = decode(data, checker)
     del data
     events = trace.traceEvents or []
-    read_meta(trace, meta, checker)
     complete = [i for i, e in enumerate(events) if e.ph == "X"]
-    _write_ops(events, complete, sink, checker)
+    first_ts = _write_ops(events, complete, sink, checker)
+    read_meta(trace, meta, checker, len(events), first_ts)
     _write_collectives(collective_rows(events, complete, Context(events, meta.process_groups, checker)), sink, checker)
     return meta
 
@@ -140,8 +140,7 @@ def _parse_pieces(stream: EventStream, sink: BatchSink, meta: TraceMeta, checker
     count, first_ts = 0, None
     for base, events in stream.pieces():
         complete = [i for i, e in enumerate(events) if e.ph == "X"]
-        _write_ops(events, complete, sink, checker, base)
-        piece_first = first_complete_ts(events)
+        piece_first = _write_ops(events, complete, sink, checker, base)
         if piece_first is not None and (first_ts is None or piece_first < first_ts):
             first_ts = piece_first
         local = classify(events, complete)
@@ -210,25 +209,38 @@ def collective_rows(
     return rows
 
 
-def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker, base: int = 0) -> None:
+def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Checker, base: int = 0) -> float | None:
+    """The ops rows of the `complete` events (indices into `events`, in order; the first is event
+    `base` of the trace); returns the least `ts` among them (None: none has one)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from tracekit.schema import arrow_schema
 
     schema = arrow_schema("ops")
+    first: float | None = None
     for lo in range(0, len(complete), OPS_BATCH_ROWS):
         chunk = complete[lo : lo + OPS_BATCH_ROWS]
-        evs = [events[i] for i in chunk]
+        n = len(chunk)
+        # Indices in order: a run of consecutive ones (every event complete, the usual case) is a slice.
+        evs = events[chunk[0] : chunk[-1] + 1] if chunk[-1] - chunk[0] == n - 1 else [events[i] for i in chunk]
+        times = [e.ts for e in evs]
+        starts = _finite(times, chunk, "ts", checker, base)
+        start_us = pa.array(starts, pa.float64())
+        # The least ts as read, before times that are no finite number become null (-inf: no start).
+        low = pc.min(start_us).as_py() if starts is times else min((t for t in times if t is not None), default=None)
+        if low is not None and (first is None or low < first):
+            first = low
         given = {
             "op_id": pa.array(chunk, pa.int64()) if not base else pa.array([base + i for i in chunk], pa.int64()),
             "name": pa.array([e.name for e in evs], pa.string()),
             "type": pa.array([e.cat for e in evs], pa.string()),
-            "start_us": pa.array(_finite([e.ts for e in evs], chunk, "ts", checker, base), pa.float64()),
+            "start_us": start_us,
             "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker, base), pa.float64()),
         }
-        n = len(chunk)
         arrays = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in schema]
         sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return first
 
 
 def _finite(

@@ -176,13 +176,10 @@ def launch_correlation(ev: Event) -> int | None:
         raise too_deep() from None
 
 
-def read_meta(
-    trace: Trace, meta: TraceMeta, checker: Checker, count: int | None = None, first_ts: float | None = None
-) -> None:
-    """Fill `meta` from the document: version, distributedInfo, start time. A trace read in pieces
-    gives its event `count` and its first complete event's `first_ts` (its traceEvents are empty)."""
-    events = trace.traceEvents or []
-    meta.node_count = len(events) if count is None else count
+def read_meta(trace: Trace, meta: TraceMeta, checker: Checker, count: int, first_ts: float | None) -> None:
+    """Fill `meta` from the document (version, distributedInfo) and from what the caller read of its
+    events: their `count` and the least `ts` of a complete one (`first_ts`: the start time)."""
+    meta.node_count = count
     if trace.schemaVersion is not None:
         meta.schema_version = str(trace.schemaVersion)
     dist: dict[str, Any] = {}
@@ -198,13 +195,7 @@ def read_meta(
     meta.world_size = checker.integer(dist.get("world_size"), "world_size", SIZE, "distributedInfo")
     meta.process_groups = read_process_groups(dist.get("pg_config"), checker, "distributedInfo.pg_config")
     base = checker.integer(trace.baseTimeNanoseconds, "baseTimeNanoseconds", INT64, "baseTimeNanoseconds")
-    if count is None:
-        first_ts = first_complete_ts(events)
     meta.started_at = _started_at(base, first_ts)
-
-
-def first_complete_ts(events: list[Event]) -> float | None:
-    return min((e.ts for e in events if e.ph == "X" and e.ts is not None), default=None)
 
 
 def _started_at(base: int | None, first: float | None) -> datetime | None:
