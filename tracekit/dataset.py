@@ -54,8 +54,9 @@ STORAGE_VERSION = "v1.5.0"
 STAGING = ".staging"
 COMMIT_MARKER = "COMMIT.json"
 # The commit's DuckDB memory: it spills to the staging folder beyond this, so that a fleet-sized
-# run stays within a bounded footprint.
-MEMORY_LIMIT = "1GB"
+# run stays within a bounded footprint. The commit of 30,000 generated jobs peaked at 2.66 GB with
+# 1 GB and 2.21 GB with 512 MB, in the same time.
+MEMORY_LIMIT = "512MB"
 # The column naming a staged row's file (tracekit.ingest.worker.SEQ_COLUMN).
 SEQ = "_seq"
 _FILE_COLUMNS = {
