@@ -99,3 +99,31 @@ def test_the_summary_counts_collectives_as_the_table_holds_them(tmp_path: Path) 
             "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc, 1"
         ).fetchall()
     assert [(t.comm_type, t.count, t.in_bytes) for t in report.totals.collectives] == scanned
+
+
+def _table_and_files(dataset: Path, table: str) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """The rows of `table` in the DuckDB file and in its Parquet files, each sorted."""
+    files = str(dataset / table / "*.parquet")
+    with tracekit.open(dataset) as ds:
+        held = ds.sql(f"select * from {table}").fetchall()
+        names = [d[0] for d in ds.sql(f"select * from {table} limit 0").description]
+        written = ds.sql(f"select {', '.join(names)} from read_parquet(?)", params=[files]).fetchall()
+    return sorted(held, key=repr), sorted(written, key=repr)
+
+
+@pytest.mark.parametrize("first", ["empty", "error only", "rows"])
+def test_the_parquet_files_hold_the_rows_of_the_duckdb_file(tmp_path: Path, first: str) -> None:
+    # A table with no rows before the run gets the run's rows first and its Parquet files from them;
+    # a table with rows gets them from the run's Parquet files: both must hold the same rows.
+    if first == "error only":
+        (tmp_path / "bad" / "jobX").mkdir(parents=True)
+        (tmp_path / "bad" / "jobX" / "jobX.0.et").write_bytes(b"\x07not a trace")
+        ingest([tmp_path / "bad"], tmp_path / "ds")
+    elif first == "rows":
+        ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    write_et_job(tmp_path / "b" / "jobB", [0, 1, 2], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 64)])
+    ingest([tmp_path / "b"], tmp_path / "ds")
+    for table in ("collectives", "ops"):
+        held, written = _table_and_files(tmp_path / "ds", table)
+        assert held == written
+        assert len(held) >= (6 if table == "collectives" else 0)

