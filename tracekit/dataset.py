@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.parquet_files import APPENDED_TABLES, Plan, sql_path, write_appended, write_rewritten
-from tracekit.schema import ROLLUPS, TABLES, arrow_schema, table_from_rows
+from tracekit.schema import ROLLUPS, TABLES, arrow_schema, arrow_type, table_from_rows
 
 if TYPE_CHECKING:
     import duckdb
@@ -60,12 +60,12 @@ MEMORY_LIMIT = "512MB"
 # The column naming a staged row's file (tracekit.ingest.worker.SEQ_COLUMN).
 SEQ = "_seq"
 _FILE_COLUMNS = {
-    SEQ: "BIGINT",
-    "trace_id": "VARCHAR",
-    "job_id": "VARCHAR",
-    "rank": "INTEGER",
-    "group_size_without_pg": "INTEGER",
-    "collectives_staged": "BOOLEAN",
+    SEQ: "int64",
+    "trace_id": "string",
+    "job_id": "string",
+    "rank": "int32",
+    "group_size_without_pg": "int32",
+    "collectives_staged": "bool",
 }
 
 
@@ -105,8 +105,7 @@ class RunChanges:
 def _files_schema() -> pa.Schema:
     import pyarrow as pa
 
-    types = {"BIGINT": pa.int64(), "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
-    return pa.schema([(name, types[kind]) for name, kind in _FILE_COLUMNS.items()])
+    return pa.schema([(name, arrow_type(kind)) for name, kind in _FILE_COLUMNS.items()])
 
 
 class Dataset:
