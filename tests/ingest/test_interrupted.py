@@ -47,7 +47,9 @@ def test_killed_ingest_leaves_the_previous_dataset_whole(tmp_path: Path, sig: si
     before = _state(tmp_path / "ds")
     full = (before[0] + 480, before[1] + 480 * 20, before[2] + 480 * 40)
     seen = set()
-    for delay in (0.3, 0.8, 1.5, 2.5):
+    # First as soon as the run has made its staging folder (it is parsing: the commit is still to
+    # come, however fast the machine), then at fixed moments, which may land in the commit.
+    for delay in (None, 0.3, 0.8, 1.5, 2.5):
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -63,7 +65,7 @@ def test_killed_ingest_leaves_the_previous_dataset_whole(tmp_path: Path, sig: si
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        time.sleep(delay)
+        _wait_for(proc, tmp_path / "ds" / ".staging") if delay is None else time.sleep(delay)
         if proc.poll() is None:
             os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
         proc.wait(timeout=60)
@@ -80,6 +82,15 @@ def test_killed_ingest_leaves_the_previous_dataset_whole(tmp_path: Path, sig: si
     assert _parquet_rows(tmp_path / "ds", "collectives") == full[1]
     assert _parquet_rows(tmp_path / "ds", "ops") == full[2]
     assert not any((tmp_path / "ds" / ".staging").glob("*"))
+
+
+def _wait_for(proc: subprocess.Popen[bytes], staging: Path) -> None:
+    """Until the run has a staging folder (or has ended)."""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        if staging.is_dir() and any(staging.iterdir()):
+            return
+        time.sleep(0.002)
 
 
 def test_a_crash_between_commit_and_parquet_moves_is_finished_by_the_next_run(
