@@ -58,8 +58,8 @@ _BATCH_FILES = 256
 _BATCH_BYTES = 64 << 20
 # Batches per worker, at least, when a run has few files.
 _BATCHES_PER_WORKER = 4
-# Jobs are finished in rounds of about this many files: each round's rows become Arrow tables and
-# its parsed files are let go, so a fleet's rows never exist as Python objects all at once.
+# Jobs are finished in rounds of about this many files: each round's rows are written to staging
+# and its parsed files are let go, so a fleet's rows are never held in memory all at once.
 _FINISH_FILES = 16_384
 # Files handed to the workers and not yet received, at most: about a round's worth, so the workers
 # parse on while this process finishes a round (with a few batches in flight, they sat idle
@@ -423,9 +423,9 @@ def _archive_ranks(by_job: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> dict[
 
 class _Finishing:
     """The run's jobs finished as soon as every file up to their last one (in discovery order) is
-    parsed, a round of about _FINISH_FILES files at a time: each round's rows become Arrow tables
+    parsed, a round of about _FINISH_FILES files at a time: each round's rows are written to staging
     (RunChanges) and its parsed files are let go, so a fleet never holds its files' metadata and rows
-    as Python objects all at once. Archive jobs wait for the end: two of them may be joined
+    in memory all at once. Archive jobs wait for the end: two of them may be joined
     (tracekit.ingest.identity).
 
     The same file (name and content) read twice in one run is added once: the first in discovery
