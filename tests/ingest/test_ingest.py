@@ -225,3 +225,43 @@ def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monk
     assert reports[1].files_duplicate == 1
     note = f"{tmp_path / 'in' / 'job3' / 'job0.1.et'}: the same file (name and content) as "
     assert note + f"{tmp_path / 'in' / 'job0' / 'job0.1.et'}, read in this run; not added again" in reports[1].warnings
+
+
+def test_workers_are_handed_a_rounds_worth_of_files_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files stay handed out to the workers up to _IN_FLIGHT_FILES before the ingest process takes
+    any back, so the workers parse on while it finishes a round (with a few batches in flight they
+    sat idle through every round)."""
+    from collections.abc import Iterator
+    from concurrent.futures import Executor, Future
+    from contextlib import contextmanager
+    from typing import Any
+
+    import tracekit.ingest.run as run
+    from tracekit.executors import Slots
+
+    class Synchronous(Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+            future: Future[Any] = Future()
+            future.set_result(fn(*args, **kwargs))
+            return future
+
+    @contextmanager
+    def synchronous(spec: str | None, workers: int) -> Iterator[Slots]:
+        yield Slots(Synchronous(), workers)
+
+    handed_out: list[int] = []
+    drain = run._drain
+
+    def recording(pending: dict[Any, int], until: str | None, report: Any) -> Any:
+        handed_out.append(sum(pending.values()))
+        return drain(pending, until, report)
+
+    monkeypatch.setattr(run.executors, "open_executor", synchronous)
+    monkeypatch.setattr(run, "_drain", recording)
+    monkeypatch.setattr(run, "_BATCH_FILES", 2)
+    monkeypatch.setattr(run, "_IN_FLIGHT_FILES", 12)
+    for j in range(6):
+        write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2, 3], [("ALL_REDUCE", 64)])
+    report = ingest([tmp_path / "in"], tmp_path / "ds", workers=2)
+    assert report.ok and report.files_added == 24
+    assert max(handed_out) == 12

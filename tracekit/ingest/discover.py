@@ -253,6 +253,7 @@ class _FolderWalk:
         self.seen = seen
         # Manifests found below the root, each with its file's path parts (the order they sort in).
         self.manifests: list[tuple[tuple[str, ...], Manifest]] = []
+        self.labelled: dict[JobInfo, JobInfo] = {}  # a manifest's job -> the same with --label
 
     def folder(self, resolved: str, parts: tuple[str, ...], manifest: Manifest | None) -> None:
         given = self.prefix + "/".join(parts) if parts else str(self.root)
@@ -273,16 +274,30 @@ class _FolderWalk:
             elif looks_like_trace(entry.name) and entry.is_file():
                 display = self.prefix + "/".join((*parts, entry.name))
                 file = os.path.join(resolved, entry.name)
-                if manifest is not None or is_archive(entry.name) or self.job:
+                if is_archive(entry.name):
                     where = Where(Path(display), Path(file), parts, self.top)
                     _add(self.found, self.seen, where, _job_for(where, self.job, self.label, manifest))
                     continue
-                if folder_job is None:  # a fleet's folders hold many files: one Where per folder, not per file
-                    folder_job = _job_for(Where(Path(display), Path(file), parts, self.top), None, self.label, None)
+                # A fleet's folders hold many files: one Where per folder, not per file.
+                job = self._listed(manifest, file) if manifest is not None and not self.job else None
+                if job is None:
+                    if folder_job is None:
+                        where = Where(Path(display), Path(file), parts, self.top)
+                        folder_job = _job_for(where, self.job, self.label, None)
+                    job = folder_job
                 if self.seen is None or (file, None) not in self.seen:
                     if self.seen is not None:
                         self.seen.add((file, None))
-                    self.found.files.append(InputFile(folder_job, display, entry.name, display, size=_size(entry)))
+                    self.found.files.append(InputFile(job, display, entry.name, display, size=_size(entry)))
+
+    def _listed(self, manifest: Manifest, file: str) -> JobInfo | None:
+        """The job the manifest gives `file`, with the run's --label if one was given."""
+        job = manifest.job_for(file)
+        if job is None or self.label is None:
+            return job
+        if job not in self.labelled:
+            self.labelled[job] = JobInfo(job.job_id, job.source, self.label, job.started_at, MANIFEST)
+        return self.labelled[job]
 
 
 def _size(entry: os.DirEntry[str]) -> int | None:
