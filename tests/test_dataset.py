@@ -3,9 +3,11 @@ of a big file costs seconds whatever the run adds), which every reader replays, 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import tracekit
@@ -123,7 +125,47 @@ def test_the_parquet_files_hold_the_rows_of_the_duckdb_file(tmp_path: Path, firs
         ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
     write_et_job(tmp_path / "b" / "jobB", [0, 1, 2], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 64)])
     ingest([tmp_path / "b"], tmp_path / "ds")
-    for table in ("collectives", "ops"):
+    for table in ("traces", "collectives", "ops"):
         held, written = _table_and_files(tmp_path / "ds", table)
         assert held == written
         assert len(held) >= (6 if table == "collectives" else 0)
+
+
+def test_a_run_rewrites_only_the_traces_files_holding_rows_it_replaces(tmp_path: Path) -> None:
+    """`traces` grows by a file per run; a file read again after it failed replaces its error row,
+    in the DuckDB file and in the one earlier Parquet file holding that row."""
+    bad = tmp_path / "in" / "jobB" / "jobB.1.et"
+    _job(tmp_path / "in", "jobA")
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    write_et_job(tmp_path / "in" / "jobB", [0], [("ALL_REDUCE", 64)])
+    bad.write_bytes(b"\x07not a trace")
+    ingest([tmp_path / "in" / "jobB"], tmp_path / "ds")
+    before = {p.name: p.stat().st_ino for p in (tmp_path / "ds" / "traces").glob("*.parquet")}
+    write_et_job(tmp_path / "in" / "jobB", [1], [("ALL_REDUCE", 64)])
+    ingest([tmp_path / "in" / "jobB"], tmp_path / "ds")
+    held, written = _table_and_files(tmp_path / "ds", "traces")
+    assert held == written
+    assert [(r[1], r[2], r[9]) for r in sorted(held, key=lambda r: (str(r[1]), r[2] or 0))] == [
+        ("jobA", 0, "ok"),
+        ("jobA", 1, "ok"),
+        ("jobB", 0, "ok"),
+        ("jobB", 1, "ok"),
+    ]
+    after = {p.name: p.stat().st_ino for p in (tmp_path / "ds" / "traces").glob("*.parquet")}
+    folder = tmp_path / "ds" / "traces"
+    [jobs_file] = [name for name in before if pl.read_parquet(folder / name)["job_id"].to_list()[0] == "jobA"]
+    [error_file] = set(before) - {jobs_file}
+    assert len(after) == 3 and after[jobs_file] == before[jobs_file]  # jobA's file untouched
+    assert after[error_file] != before[error_file]  # rewritten without the error row
+
+
+def test_a_dataset_with_one_traces_file_gets_its_rows_moved_into_traces_folder(tmp_path: Path) -> None:
+    """Datasets written while `traces` was one file rewritten per run (traces.parquet)."""
+    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
+    folder = tmp_path / "ds" / "traces"
+    pl.read_parquet(folder / "*.parquet").write_parquet(tmp_path / "ds" / "traces.parquet")
+    shutil.rmtree(folder)
+    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
+    assert not (tmp_path / "ds" / "traces.parquet").exists()
+    held, written = _table_and_files(tmp_path / "ds", "traces")
+    assert held == written and len(held) == 4

@@ -156,6 +156,8 @@ def test_small_parquet_files_are_merged_as_runs_accumulate(tmp_path: Path) -> No
     merged = [f for f in files if f.name.startswith("part-")]
     assert merged, [f.name for f in files]
     assert pl.read_parquet(tmp_path / "ds" / "collectives" / "*.parquet").height == 10 * 2
+    assert len(list((tmp_path / "ds" / "traces").glob("*.parquet"))) <= 8
+    assert pl.read_parquet(tmp_path / "ds" / "traces" / "*.parquet").height == 10 * 2
     part = pl.read_parquet(merged[0])
     assert part.equals(part.sort("job_id", "rank", "trace_id", "op_id"))
     shutil.rmtree(tmp_path / "ds")

@@ -2,7 +2,7 @@
 
 Layout of DATASET/:
     tracekit.duckdb     every table, by name (opens in the DuckDB shell), and every shipped query
-    *.parquet, collectives/*.parquet, ops/*.parquet     the same rows as Parquet (tracekit.parquet_files)
+    *.parquet, traces/, collectives/, ops/*.parquet     the same rows as Parquet (tracekit.parquet_files)
 
 The DuckDB file holds its own copy of the data, so the dataset keeps working when the folder is
 moved or copied (views over Parquet paths would not). A run writes its rows into the DuckDB file in
@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import interrupts
 from tracekit.errors import DatasetError
-from tracekit.parquet_files import APPENDED_TABLES, STAGED_CODEC, Plan, sql_path, write_appended, write_rewritten
+from tracekit.parquet_files import (
+    APPENDED_TABLES,
+    ORDER,
+    STAGED_CODEC,
+    Plan,
+    sql_path,
+    write_appended,
+    write_rewritten,
+)
 from tracekit.schema import ROLLUPS, TABLES, arrow_schema, arrow_type, table_from_rows
 
 if TYPE_CHECKING:
@@ -388,18 +396,23 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         _add_new_columns(con, table)
         con.unregister("empty_table")
     # Rows that describe a whole job are recomputed for every job the run touched (datasets of
-    # earlier versions hold one error row per missing rank, with no path).
-    con.execute("DELETE FROM d.traces WHERE path IS NULL AND job_id IN (SELECT job_id FROM touched)")
-    # A file read again replaces its error row (or its row, if it failed the same way again).
+    # earlier versions hold one error row per missing rank, with no path); a file read again
+    # replaces its error row (or its row, if it failed the same way again).
     con.execute(
-        "DELETE FROM d.traces t WHERE t.trace_id IN (SELECT trace_id FROM new_traces) OR (t.status = 'error' "
+        "CREATE TEMP TABLE replaced_traces AS SELECT trace_id FROM d.traces t "
+        "WHERE (t.path IS NULL AND t.job_id IN (SELECT job_id FROM touched)) "
+        "OR t.trace_id IN (SELECT trace_id FROM new_traces) OR (t.status = 'error' "
         "AND EXISTS (SELECT 1 FROM new_traces n WHERE n.job_id = t.job_id AND n.path = t.path))"
     )
+    con.execute(f"DELETE FROM d.traces WHERE {_REPLACED_TRACE}")
     for table in ("jobs", "process_groups"):
         con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
     for table in ("traces", "jobs", "process_groups", "runs"):
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM new_{table}")
+    _write_traces(con, changes.run_id, root, out, plan)
     for table in APPENDED_TABLES:
+        if table == "traces":
+            continue
         query = _finished_rows(table, changes.staged.get(table, []))
         if query is None:
             continue
@@ -408,6 +421,25 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     _refresh_rollups(con, stale)
     write_rewritten(con, "d", root, out, plan)
     return plan
+
+
+# The traces rows the run replaces (table replaced_traces, made by `_write`).
+_REPLACED_TRACE = "trace_id IN (SELECT trace_id FROM replaced_traces)"
+
+
+def _write_traces(con: duckdb.DuckDBPyConnection, run_id: str, root: Path, out: Path, plan: Plan) -> None:
+    """The run's `traces` rows as Parquet files; earlier files lose the rows it replaced. A dataset
+    written while `traces` was one file rewritten per run gets its rows moved into `traces/`."""
+    columns = ", ".join(f'"{name}"' for name in arrow_schema("traces").names)
+    legacy = root / "traces.parquet"
+    if legacy.exists():
+        write_appended(
+            con, "traces", f"SELECT {columns} FROM d.traces ORDER BY {ORDER['traces']}", run_id, root, out, plan
+        )
+        plan.removals.append(str(legacy))
+        return
+    query = f"SELECT {columns} FROM new_traces"
+    write_appended(con, "traces", query, run_id, root, out, plan, replaced=_REPLACED_TRACE)
 
 
 def _append(

@@ -1,7 +1,7 @@
 """The dataset's Parquet files: which files hold each table, and how they are kept few and large.
 
-    DATASET/traces.parquet, jobs.parquet, process_groups.parquet, runs.parquet   rewritten per run
-    DATASET/collectives/*.parquet, DATASET/ops/*.parquet                        appended per run
+    DATASET/jobs.parquet, process_groups.parquet, runs.parquet                        rewritten per run
+    DATASET/traces/*.parquet, DATASET/collectives/*.parquet, DATASET/ops/*.parquet   appended per run
 
 A run adds its rows of the appended tables as new files (`run-<id>-<n>.parquet`, split at
 `FILE_BYTES`), clustered by job. Small files are compacted as runs accumulate: once a table has
@@ -9,6 +9,9 @@ more than `MAX_SMALL_FILES` files under `SMALL_FILE_BYTES`, they are merged into
 by the table's key (`part-<id>.parquet`), so a dataset grown one job at a time keeps a few large
 files and a merge never rewrites more than a bounded amount. Readers list the folder
 (`read_parquet('DATASET/collectives/*.parquet')`); no file ever holds a row another holds.
+A run that replaces rows (`traces`: a file read again replaces its error row, a job's whole-job
+rows are recomputed) rewrites only the earlier files that hold them. Datasets written before
+`traces` was appended have one `traces.parquet`; their next run moves its rows into `traces/`.
 
 Everything here is written into the run's staging folder; `Plan` says what moves into the
 dataset, and which files go, once the run has committed.
@@ -23,8 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-APPENDED_TABLES = ("collectives", "ops")
-REWRITTEN_TABLES = ("traces", "jobs", "process_groups", "runs")
+APPENDED_TABLES = ("traces", "collectives", "ops")
+REWRITTEN_TABLES = ("jobs", "process_groups", "runs")
 ORDER = {
     "collectives": "job_id, rank, trace_id, op_id",
     "ops": "job_id, rank, trace_id, op_id",
@@ -64,10 +67,19 @@ def write_rewritten(con: duckdb.DuckDBPyConnection, db: str, root: Path, out: Pa
 
 
 def write_appended(
-    con: duckdb.DuckDBPyConnection, table: str, query: str, run_id: str, root: Path, out: Path, plan: Plan
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    query: str,
+    run_id: str,
+    root: Path,
+    out: Path,
+    plan: Plan,
+    replaced: str | None = None,
 ) -> list[str]:
     """The run's rows of `table` (the rows `query` selects) as new files, then a merge of the table's
-    small files if there are too many. Returns the run's new files (to load into DuckDB)."""
+    small files if there are too many; earlier files holding rows the run replaced (`replaced`: a
+    SQL condition on a row) are rewritten without them. Returns the run's new files (to load into
+    DuckDB)."""
     folder = out / table
     folder.mkdir(parents=True, exist_ok=True)
     con.execute(
@@ -80,18 +92,41 @@ def write_appended(
     small_new = [p for p in written if Path(p).stat().st_size < SMALL_FILE_BYTES]
     if len(small) + len(small_new) > MAX_SMALL_FILES:
         merged = folder / f"part-{run_id}.parquet"
-        sources = small + small_new
+        parts = []
+        if small:
+            parts.append(
+                f"SELECT * FROM read_parquet({_sql_list(small)})" + (f" WHERE NOT ({replaced})" if replaced else "")
+            )
+        if small_new:
+            parts.append(f"SELECT * FROM read_parquet({_sql_list(small_new)})")
         con.execute(
-            f"COPY (SELECT * FROM read_parquet({_sql_list(sources)}) ORDER BY {ORDER[table]}) "
+            f"COPY (SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY {ORDER[table]}) "
             f"TO '{sql_path(merged)}' ({_OPTIONS})"
         )
         plan.moves.append((str(merged), str(root / table / merged.name)))
         plan.removals += small
         keep = [p for p in written if p not in small_new]
     else:
-        keep = written
+        small, keep = [], written
+    if replaced:
+        _drop_replaced(con, [p for p in map(str, held) if p not in small], replaced, out / table, plan)
     plan.moves += [(p, str(root / table / Path(p).name)) for p in keep]
     return written
+
+
+def _drop_replaced(con: duckdb.DuckDBPyConnection, held: list[str], replaced: str, out: Path, plan: Plan) -> None:
+    """Each of the `held` files that holds a row the run replaced (`replaced`), rewritten without
+    those rows, to move over it: only these files are read whole."""
+    if not held:
+        return
+    query = f"SELECT DISTINCT filename FROM read_parquet({_sql_list(held)}, filename = true) WHERE {replaced}"
+    for (path,) in con.execute(query).fetchall():
+        rewritten = out / f"kept-{Path(path).name}"
+        con.execute(
+            f"COPY (SELECT * FROM read_parquet('{sql_path(path)}') WHERE NOT ({replaced})) "
+            f"TO '{sql_path(rewritten)}' ({_OPTIONS})"
+        )
+        plan.moves.append((str(rewritten), path))
 
 
 def sql_path(path: Path | str) -> str:

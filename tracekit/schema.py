@@ -123,7 +123,7 @@ _DOC_HEADER = """\
 `tracekit ingest` writes these tables. They are the public contract that SQL is written
 against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name, wherever the folder
 is moved), in Parquet (`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/*.parquet`
-for `ops` and `collectives`; the rollups are in the DuckDB file only), and from Python
+for `traces`, `collectives` and `ops`; the rollups are in the DuckDB file only), and from Python
 (`tracekit.open(DATASET).frame("collectives")`).
 
 Conventions:

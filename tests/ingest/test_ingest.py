@@ -44,7 +44,7 @@ def test_ingest_writes_every_table_and_parquet(tmp_path: Path) -> None:
 
     parquet = pl.read_parquet(tmp_path / "ds" / "collectives" / "*.parquet")
     assert parquet.height == 8 and set(parquet["job_id"]) == {"jobA"}
-    assert pl.read_parquet(tmp_path / "ds" / "traces.parquet").height == 4
+    assert pl.read_parquet(tmp_path / "ds" / "traces" / "*.parquet").height == 4
 
 
 def test_reingesting_the_same_files_adds_nothing_and_new_files_add_only_themselves(tmp_path: Path) -> None:
