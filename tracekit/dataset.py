@@ -2,7 +2,7 @@
 
 Layout of DATASET/:
     tracekit.duckdb     every table, by name (opens in the DuckDB shell), and every shipped query
-    *.parquet, traces/, collectives/, ops/*.parquet     the same rows as Parquet (tracekit.parquet_files)
+    *.parquet, traces/, collectives/ and ops/*.parquet  the same rows as Parquet (tracekit.parquet_files)
 
 The DuckDB file holds its own copy of the data, so the dataset keeps working when the folder is
 moved or copied (views over Parquet paths would not). A run writes its rows into the DuckDB file in
@@ -82,7 +82,7 @@ class RunChanges:
     """Everything one ingest run adds or replaces.
 
     `traces`: the run's `traces` rows, written a round at a time into `folder` as Parquet files
-    (`add_traces`; a fleet's rows held in memory until the commit cost 470 MB for 30,000 jobs),
+    (`add_traces`; held in memory until the commit, a fleet's rows cost 467 MiB for 30,000 jobs),
     `ingested_at` filled in at the commit. `files`: one row per file read well, in the columns of
     `_FILE_COLUMNS` (`add_files`, written likewise): the file's seq (its staged rows' `_seq`), the
     trace id, job and rank its rows get, the group size of its collectives that name no process
