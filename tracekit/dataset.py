@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.parquet_files import (
-    APPENDED_TABLES,
     ORDER,
     STAGED_CODEC,
+    STAGED_TABLES,
     Plan,
     sql_path,
     write_appended,
@@ -410,9 +410,7 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     for table in ("traces", "jobs", "process_groups", "runs"):
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM new_{table}")
     _write_traces(con, changes.run_id, root, out, plan)
-    for table in APPENDED_TABLES:
-        if table == "traces":
-            continue
+    for table in STAGED_TABLES:
         query = _finished_rows(table, changes.staged.get(table, []))
         if query is None:
             continue

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-APPENDED_TABLES = ("traces", "collectives", "ops")
+# Tables whose rows the parse workers stage, and the commit finishes and appends.
+STAGED_TABLES = ("collectives", "ops")
 REWRITTEN_TABLES = ("jobs", "process_groups", "runs")
 ORDER = {
     "collectives": "job_id, rank, trace_id, op_id",

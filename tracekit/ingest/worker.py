@@ -65,7 +65,6 @@ FLUSH_ROWS = 1 << 20
 # Columns the commit fills in from the finished job; staged rows carry SEQ_COLUMN instead.
 FILLED_LATER = ("job_id", "rank", "trace_id")
 SEQ_COLUMN = "_seq"
-STAGED_TABLES = ("ops", "collectives")
 T = TypeVar("T")
 
 
