@@ -127,7 +127,8 @@ def ingest(
     8 missing`); 1 some inputs could not be read (each has a `traces` row with status 'error'), or,
     with --strict, a job lacks ranks; 2 nothing to ingest, or bad arguments or manifest (nothing
     written); 3 the dataset cannot be written (e.g. it is open in another program); 130
-    interrupted (the dataset is unchanged).
+    interrupted (the dataset is unchanged, unless the message says the run was written: a Ctrl-C
+    past the commit point).
     """
     from rich.console import Console
 
@@ -157,7 +158,7 @@ def ingest(
         _fail(console, exc)
     except KeyboardInterrupt:
         # After the commit point (the summary): the dataset holds the run.
-        console.print("interrupted", highlight=False)
+        console.print("interrupted after the run was written: the dataset holds it", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not report.ok or (strict and not report.complete):
         raise typer.Exit(EXIT_INPUT_ERRORS)

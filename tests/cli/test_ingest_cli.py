@@ -172,6 +172,37 @@ def test_ctrl_c_during_the_final_write_exits_130_and_leaves_the_dataset_unchange
     assert not (tmp_path / "ds" / ".staging").exists()
 
 
+_CTRL_C_AFTER_THE_COMMIT = textwrap.dedent(
+    """
+    import sys
+    import tracekit.ingest.run
+    from tracekit.cli import main
+
+    def ctrl_c(dataset):
+        raise KeyboardInterrupt  # as a Ctrl-C landing just past the commit point
+
+    if __name__ == "__main__":
+        tracekit.ingest.run.dataset_summary = ctrl_c
+        sys.argv = ["tracekit", *sys.argv[1:]]
+        main()
+    """
+)
+
+
+def test_ctrl_c_after_the_commit_exits_130_and_says_the_run_was_written(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "b" / "k", [0, 1, 2], [("ALL_REDUCE", 64)] * 4)
+    (tmp_path / "ctrl_c.py").write_text(_CTRL_C_AFTER_THE_COMMIT)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "ctrl_c.py"), "ingest", str(tmp_path / "b"), "--out", str(tmp_path / "ds")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == ["interrupted after the run was written: the dataset holds it"]
+    assert _state(tmp_path / "ds") == (3, 12)
+
+
 @pytest.mark.slow
 def test_ctrl_c_at_any_moment_exits_130_or_0_without_a_traceback(tmp_path: Path) -> None:
     for j in range(30):
@@ -207,7 +238,7 @@ def test_ctrl_c_at_any_moment_exits_130_or_0_without_a_traceback(tmp_path: Path)
             assert _state(tmp_path / "ds") == before
             continue
         # Past the commit point (or done): the run is in the dataset, whole.
-        assert proc.returncode == 0 or last == "interrupted", stderr
+        assert proc.returncode == 0 or last == "interrupted after the run was written: the dataset holds it", stderr
         assert _state(tmp_path / "ds") == (before[0] + 240, before[1] + 240 * 20)
         break
     assert 130 in codes
