@@ -9,8 +9,9 @@ more than `MAX_SMALL_FILES` files under `SMALL_FILE_BYTES`, they are merged into
 by the table's key (`part-<id>.parquet`), so a dataset grown one job at a time keeps a few large
 files and a merge never rewrites more than a bounded amount. Readers list the folder
 (`read_parquet('DATASET/collectives/*.parquet')`); no file ever holds a row another holds.
-A run that replaces rows (`traces`: a file read again replaces its error row, a job's whole-job
-rows are recomputed) rewrites only the earlier files that hold them. Datasets written before
+A run that replaces rows (a file read again replaces its error row, or its rows once its content
+changed; a job's whole-job `traces` rows are recomputed) rewrites only the earlier files that hold
+them. Datasets written before
 `traces` was appended have one `traces.parquet`; their next run moves its rows into `traces/`.
 
 Everything here is written into the run's staging folder; `Plan` says what moves into the

@@ -159,6 +159,56 @@ def test_refused_inputs_are_retried_and_their_error_row_replaced(tmp_path: Path,
         assert ds.sql("select count(*), count(distinct trace_id) from traces").fetchall() == [(5, 5)]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_file_rewritten_in_place_replaces_its_earlier_rows(tmp_path: Path, workers: int) -> None:
+    write_et_job(tmp_path / "in" / "j", list(range(4)), [("ALL_REDUCE", 8)])
+    ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    changed = tmp_path / "in" / "j" / "j.1.et"
+    changed.write_bytes(et_bytes([("ALL_REDUCE", 8), ("ALL_GATHER", 4096)]))  # the trace taken again
+    again = ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    assert (again.files_added, again.files_skipped, again.files_replaced) == (1, 3, [str(changed)])
+    assert f"{changed}: changed since it was ingested: its earlier rows are replaced" in again.warnings
+    write_et_job(tmp_path / "fresh" / "j", [0, 2, 3], [("ALL_REDUCE", 8)])
+    shutil.copy(changed, tmp_path / "fresh" / "j")
+    ingest([tmp_path / "fresh"], tmp_path / "fresh.ds", workers=workers)
+    query = "select rank, comm_type, in_bytes from collectives order by rank, op_id"
+    with tracekit.open(tmp_path / "ds") as ds, tracekit.open(tmp_path / "fresh.ds") as fresh:
+        assert ds.sql(query).fetchall() == fresh.sql(query).fetchall()
+        assert _counts(tmp_path / "ds") == _counts(tmp_path / "fresh.ds") == {"traces": 4, "collectives": 5, "ops": 10}
+        assert ds.sql("select trace_count, ranks_seen from jobs").fetchall() == [(4, 4)]
+        assert ds.sql("select sum(calls) from collective_ops").fetchall() == [(5,)]
+    import polars as pl
+
+    for table in ("traces", "collectives", "ops"):
+        assert pl.read_parquet(tmp_path / "ds" / table / "*.parquet").height == _counts(tmp_path / "ds")[table]
+
+
+def test_the_only_file_of_a_dataset_rewritten_leaves_its_new_rows_alone_in_parquet_too(tmp_path: Path) -> None:
+    (path,) = write_et_job(tmp_path / "in" / "j", [0], [("ALL_REDUCE", 8)])
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    path.write_bytes(et_bytes([("ALL_GATHER", 64), ("ALL_GATHER", 64)]))
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    import polars as pl
+
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select comm_type from collectives").fetchall() == [("ALL_GATHER",)] * 2
+    assert pl.read_parquet(tmp_path / "ds" / "collectives" / "*.parquet")["comm_type"].to_list() == ["ALL_GATHER"] * 2
+    assert pl.read_parquet(tmp_path / "ds" / "ops" / "*.parquet").height == 4
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_file_rewritten_in_place_that_no_longer_parses_keeps_its_earlier_rows(tmp_path: Path, workers: int) -> None:
+    write_et_job(tmp_path / "in" / "j", [0, 1], [("ALL_REDUCE", 8)])
+    ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    before = _counts(tmp_path / "ds")
+    changed = tmp_path / "in" / "j" / "j.1.et"
+    changed.write_bytes(changed.read_bytes()[:-3])  # cut short while being rewritten
+    again = ingest([tmp_path / "in"], tmp_path / "ds", workers=workers)
+    assert again.files_replaced == [] and len(again.errors) == 1 and "j.1.et" in again.errors[0]
+    after = _counts(tmp_path / "ds")
+    assert (after["collectives"], after["ops"]) == (before["collectives"], before["ops"])
+
+
 def test_two_folders_whose_jobs_share_a_name_are_kept_apart(tmp_path: Path) -> None:
     write_et_job(tmp_path / "a" / "run", [0, 1], [("ALL_REDUCE", 8)])
     write_et_job(tmp_path / "b" / "run", [2, 3], [("ALL_REDUCE", 8)])

@@ -104,3 +104,22 @@ def test_every_collective_uses_the_data_model_vocabulary(samples: Path, chakra_s
         with tracekit.open(dataset) as ds:
             found = {r[0] for r in ds.sql("select distinct comm_type from collectives").fetchall()}
         assert found and found <= set(COMM_TYPES)
+
+
+def test_a_profiler_trace_taken_again_replaces_the_collectives_linked_to_it(tmp_path: Path) -> None:
+    import gzip
+    import shutil
+
+    job = tmp_path / "in" / "ddp_mlp"
+    shutil.copytree(SAMPLES / "captured" / "ddp_mlp", job)
+    ingest([tmp_path / "in"], tmp_path / "ds")
+    retaken = job / "kineto_rank1.json.gz"
+    retaken.write_bytes(gzip.compress(gzip.decompress(retaken.read_bytes()) + b"\n"))
+    report = ingest([tmp_path / "in"], tmp_path / "ds")
+    assert report.files_replaced == [str(retaken)]
+    with tracekit.open(tmp_path / "ds") as ds:
+        per_rank = ds.sql("select rank, count(*) from collectives group by rank order by rank").fetchall()
+        assert per_rank == [(rank, 10) for rank in range(4)]
+        assert ds.sql("select count(*) from traces").fetchall() == [(8,)]
+        parquet = ds.sql(f"select count(*) from read_parquet('{tmp_path / 'ds' / 'collectives'}/*.parquet')")
+        assert parquet.fetchall() == [(40,)]

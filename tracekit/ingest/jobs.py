@@ -55,6 +55,8 @@ class JobResult:
     files: list[StagedFile] = field(default_factory=list)
     # ... except the collectives of a job whose host and device traces are linked: finished here.
     collectives: pa.Table | None = None
+    # Paths of traces the dataset holds that a file read again at the same path replaces.
+    replaced: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,15 +199,18 @@ def finish_job(
     """Everything the job's new files add to the dataset, in data-model rows.
 
     `existing_*`: what the dataset holds for the job (its trace rows, process groups, and the largest
-    group_size its collectives record, not counting those inferred from the world size). An error
-    row for a path read again in this run is replaced.
+    group_size its collectives record, not counting those inferred from the world size). A path
+    read again in this run (its content changed: an unchanged file is not read) replaces the
+    dataset's row for it, unless it now fails and that row was read well: then both stay, so a
+    file cut short while being rewritten loses no rows.
     """
     result = JobResult()
     metas = [p.meta for p in parsed if p.meta is not None and p.error is None]
     read_again = {p.display for p in parsed}
-    existing_traces = [
-        r for r in existing_traces if r.get("path") is not None and (r["status"] == "ok" or r["path"] not in read_again)
-    ]
+    read_well = {p.display for p in parsed if p.error is None}
+    result.replaced = sorted(r["path"] for r in existing_traces if r["status"] == "ok" and r.get("path") in read_well)
+    kept = [r for r in existing_traces if r.get("path") is not None and r["path"] not in read_well]
+    existing_traces = [r for r in kept if r["status"] == "ok" or r["path"] not in read_again]
     groups = _merge_groups([g for m in metas for g in m.process_groups], existing_groups)
     stated = _largest(
         [r.get("world_size") for r in existing_traces if r["status"] == "ok"] + [m.world_size for m in metas]

@@ -90,6 +90,8 @@ class IngestReport:
     files_added: int = 0
     files_skipped: int = 0
     files_duplicate: int = 0
+    # Files the dataset held with other content at the same path: their earlier rows are replaced.
+    files_replaced: list[str] = field(default_factory=list)
     # Inputs not read: paths that do not exist, then files with error rows (by job, rank, path).
     errors: list[str] = field(default_factory=list)
     # Notes that did not stop the run: jobs kept apart or joined, duplicates, manifest rows that
@@ -160,6 +162,9 @@ def ingest(
     return report
 
 
+_REPLACED_NOTE = "{path}: changed since it was ingested: its earlier rows are replaced"
+
+
 def _nothing_to_ingest(paths: Sequence[str | Path], found: Discovery) -> str:
     if found.errors:
         return "nothing to ingest: " + "; ".join(found.errors)
@@ -207,6 +212,7 @@ def _run(
         duplicates = read.duplicates + finishing.dropped
         report.files_duplicate = len(duplicates)
         report.warnings += ids.warnings() + _duplicate_notes(dataset, duplicates) + joined + finishing.notes()
+        report.warnings += [_REPLACED_NOTE.format(path=path) for path in report.files_replaced]
         touched = finishing.touched
         report.files_added = finishing.files_added
         report.jobs_touched = len(touched)
@@ -443,6 +449,7 @@ class _Finishing:
         self.dropped: list[ParsedFile] = []  # repeats of a file read earlier in the run
         self.dropped_for: list[int] = []  # ... the seq of that file
         self.touched: list[str] = []
+        self.replaced: list[str] = []
         self.files_added = 0
         last: dict[str, int] = {}
         for seq, item in enumerate(files):
@@ -541,6 +548,7 @@ class _Finishing:
                     self.staged.setdefault(table, {}).update(dict.fromkeys(paths))
             self.warnings[job_id] = [w for t in result.traces for w in t.get("warnings") or []]
             self.touched.append(job_id)
+            self.replaced += result.replaced
             self.files_added += len(parsed)
         changes.add_traces(traces)
         changes.add_files(files)
@@ -553,6 +561,7 @@ class _Finishing:
         changes.staged = {table: list(paths) for table, paths in self.staged.items()}
         self.failed.sort(key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""))
         report.errors += [t["error"] for t in self.failed]
+        report.files_replaced = sorted(self.replaced)
         paths = _paths_by_seq(changes, set(self.dropped_for))
         for parsed, first in zip(self.dropped, self.dropped_for, strict=True):
             parsed.duplicate_of = paths.get(first, "?")
