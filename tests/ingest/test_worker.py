@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,34 @@ def test_a_spilled_file_whose_staged_write_fails_is_an_error_of_its_own(
     assert big.error is not None and "internal error while staging its rows (OSError" in big.error
     assert "No space left on device" in big.error and small.error is None
     assert _staged_rows(tmp_path, "ops") == {1: 2}
+
+
+def test_the_kernel_is_asked_to_read_every_file_of_a_batch_before_the_first_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    advise = os.posix_fadvise
+
+    def advised(fd: int, offset: int, length: int, advice: int) -> None:
+        events.append(f"advise {os.readlink(f'/proc/self/fd/{fd}').rsplit('/', 1)[-1]}")
+        advise(fd, offset, length, advice)
+
+    read = worker._read
+
+    def reading(task: Task, hash_later: bool = False) -> Any:
+        events.append(f"read {task.name}")
+        return read(task, hash_later)
+
+    monkeypatch.setattr(os, "posix_fadvise", advised)
+    monkeypatch.setattr(worker, "_read", reading)
+    tasks = [_task(tmp_path, f"t.{rank}.et", et_bytes([("ALL_REDUCE", 64)]), rank) for rank in range(3)]
+    tasks.insert(1, Task("job", "gone", "t.9.et", str(tmp_path / "gone.et"), None, 9))
+    results = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
+    assert events == [f"advise t.{r}.et" for r in range(3)] + [
+        "read t.0.et",
+        "read t.9.et",
+        "read t.1.et",
+        "read t.2.et",
+    ]
+    assert [r.error is None for r in results] == [True, False, True, True]
+    assert "gone: cannot read" in (results[1].error or "")

@@ -383,6 +383,7 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     results: list[ParsedFile] = []
     pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
     hashing: list[tuple[ParsedFile, _InThread[tuple[str, int]]]] = []
+    _read_ahead(batch.tasks)
     for task in batch.tasks:
         parsed, source, hash_later = _open(task, batch)
         results.append(parsed)
@@ -398,6 +399,29 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     for parsed in results:
         parsed.staged = staged
     return results
+
+
+def _read_ahead(tasks: list[Task]) -> None:
+    """Ask the kernel to start reading every file of the batch (up to READ_WHOLE_BYTES of each) at
+    once. Read one after another, files not in the page cache keep the worker waiting on the disk
+    file after file: the 2,000-job fleet read cold took 32.6 and 25.5 s, 22.2 and 21.8 s with this
+    (20-21 s warm, where it costs nothing measurable: 3.5 us a file)."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    for task in tasks:
+        if task.path is None:
+            continue
+        try:
+            fd = os.open(task.path, os.O_RDONLY)
+        except OSError:
+            continue  # reading it reports the error
+        try:
+            advise(fd, 0, READ_WHOLE_BYTES, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass  # only advice
+        finally:
+            os.close(fd)
 
 
 def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]] | None]:
