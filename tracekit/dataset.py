@@ -43,6 +43,7 @@ from tracekit.parquet_files import (
     STAGED_CODEC,
     STAGED_TABLES,
     Plan,
+    RunFiles,
     sql_path,
     write_appended,
     write_rewritten,
@@ -87,7 +88,9 @@ class RunChanges:
     `_FILE_COLUMNS` (`add_files`, written likewise): the file's seq (its staged rows' `_seq`), the
     trace id, job and rank its rows get, the group size of its collectives that name no process
     group and record none, and whether its collectives are staged (False: they are in
-    `collectives`, finished already). `staged`: the staged Parquet files, by table.
+    `collectives`, finished already). `staged`: the staged Parquet files, by table. `replaced`: the
+    (trace id, status) of each `traces` row the dataset holds that the run replaces
+    (tracekit.ingest.jobs.finish_job decides which).
     """
 
     run_id: str
@@ -100,6 +103,7 @@ class RunChanges:
     staged: dict[str, list[str]] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
     failed: int = 0  # traces rows of files that failed
+    replaced: list[tuple[str, str]] = field(default_factory=list)
 
     def add_traces(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -369,6 +373,10 @@ def _register(con: duckdb.DuckDBPyConnection, changes: RunChanges) -> None:
         rows = [changes.run] if table == "runs" else getattr(changes, table)
         con.register(f"new_{table}", table_from_rows(table, rows))
     con.register("touched", pa.table({"job_id": pa.array(sorted({j["job_id"] for j in changes.jobs}), pa.string())}))
+    ids, statuses = zip(*changes.replaced, strict=True) if changes.replaced else ((), ())
+    con.register(
+        "run_replaced", pa.table({"trace_id": pa.array(ids, pa.string()), "status": pa.array(statuses, pa.string())})
+    )
     con.execute(f"CREATE TEMP VIEW run_files AS SELECT * FROM {_rows_of(con, 'files', _files_schema(), changes.files)}")
     schema = arrow_schema("collectives")
     con.register(
@@ -386,7 +394,7 @@ def _rows_of(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, files
 
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:
     """Everything the run adds, into the database attached as `d`, and the Parquet files (in `out`)."""
-    plan = Plan()
+    files = RunFiles(changes.run_id, root, out)
     # A rollup table new to this dataset is filled for every job, not only those the run touches.
     stale = [r for r in ROLLUPS if not _has_table(con, r)]
     _ops_view_to_table(con, root)
@@ -395,15 +403,11 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         con.execute(f"CREATE TABLE IF NOT EXISTS d.{table} AS SELECT * FROM empty_table")
         _add_new_columns(con, table)
         con.unregister("empty_table")
-    # Rows that describe a whole job are recomputed for every job the run touched (datasets of
-    # earlier versions hold one error row per missing rank, with no path); a file read again (its
-    # content changed) replaces its row and rows, unless it now fails where it was read well
-    # (tracekit.ingest.jobs.finish_job); a file that failed the same way again, its error row.
+    # The rows the run replaces (tracekit.ingest.jobs.finish_job decides which), and any row whose
+    # trace id the run adds again: a trace id is stored once.
     con.execute(
-        "CREATE TEMP TABLE replaced_traces AS SELECT trace_id, status FROM d.traces t "
-        "WHERE (t.path IS NULL AND t.job_id IN (SELECT job_id FROM touched)) "
-        "OR t.trace_id IN (SELECT trace_id FROM new_traces) OR EXISTS (SELECT 1 FROM new_traces n "
-        "WHERE n.job_id = t.job_id AND n.path = t.path AND (t.status = 'error' OR n.status = 'ok'))"
+        "CREATE TEMP TABLE replaced_traces AS SELECT trace_id, status FROM run_replaced "
+        "UNION SELECT trace_id, status FROM d.traces WHERE trace_id IN (SELECT trace_id FROM new_traces)"
     )
     con.execute(f"DELETE FROM d.traces WHERE {_REPLACED_TRACE}")
     rows_replaced = bool(con.execute("SELECT 1 FROM replaced_traces WHERE status = 'ok' LIMIT 1").fetchall())
@@ -414,16 +418,16 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
     for table in ("traces", "jobs", "process_groups", "runs"):
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM new_{table}")
-    _write_traces(con, changes.run_id, root, out, plan)
+    _write_traces(con, files)
     for table in STAGED_TABLES:
         query = _finished_rows(table, changes.staged.get(table, []))
         if query is None:
             continue
-        _append(con, table, query, changes.run_id, root, out, plan, _REPLACED_ROWS[table] if rows_replaced else None)
+        _append(con, table, query, files, _REPLACED_ROWS[table] if rows_replaced else None)
     _store_queries(con)
     _refresh_rollups(con, stale)
-    write_rewritten(con, "d", root, out, plan)
-    return plan
+    write_rewritten(con, "d", files)
+    return files.plan
 
 
 # The traces rows the run replaces (table replaced_traces, made by `_write`).
@@ -436,31 +440,19 @@ _REPLACED_ROWS = {
 }
 
 
-def _write_traces(con: duckdb.DuckDBPyConnection, run_id: str, root: Path, out: Path, plan: Plan) -> None:
+def _write_traces(con: duckdb.DuckDBPyConnection, files: RunFiles) -> None:
     """The run's `traces` rows as Parquet files; earlier files lose the rows it replaced. A dataset
     written while `traces` was one file rewritten per run gets its rows moved into `traces/`."""
     columns = ", ".join(f'"{name}"' for name in arrow_schema("traces").names)
-    legacy = root / "traces.parquet"
+    legacy = files.root / "traces.parquet"
     if legacy.exists():
-        write_appended(
-            con, "traces", f"SELECT {columns} FROM d.traces ORDER BY {ORDER['traces']}", run_id, root, out, plan
-        )
-        plan.removals.append(str(legacy))
+        write_appended(con, "traces", f"SELECT {columns} FROM d.traces ORDER BY {ORDER['traces']}", files)
+        files.plan.removals.append(str(legacy))
         return
-    query = f"SELECT {columns} FROM new_traces"
-    write_appended(con, "traces", query, run_id, root, out, plan, replaced=_REPLACED_TRACE)
+    write_appended(con, "traces", f"SELECT {columns} FROM new_traces", files, replaced=_REPLACED_TRACE)
 
 
-def _append(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    query: str,
-    run_id: str,
-    root: Path,
-    out: Path,
-    plan: Plan,
-    replaced: str | None = None,
-) -> None:
+def _append(con: duckdb.DuckDBPyConnection, table: str, query: str, files: RunFiles, replaced: str | None) -> None:
     """The run's rows of an appended table (`query`), into the DuckDB file and as Parquet files;
     the earlier files holding rows the run replaced (`replaced`, see `write_appended`) lose them.
 
@@ -471,11 +463,11 @@ def _append(
     if not con.execute(f"SELECT 1 FROM d.{table} LIMIT 1").fetchall():
         con.execute(f"INSERT INTO d.{table} BY NAME {query}")
         columns = ", ".join(f'"{name}"' for name in arrow_schema(table).names)
-        write_appended(con, table, f"SELECT {columns} FROM d.{table}", run_id, root, out, plan, replaced=replaced)
+        write_appended(con, table, f"SELECT {columns} FROM d.{table}", files, replaced=replaced)
         return
-    files = write_appended(con, table, query, run_id, root, out, plan, replaced=replaced)
-    if files:
-        con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [files])
+    written = write_appended(con, table, query, files, replaced=replaced)
+    if written:
+        con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [written])
 
 
 def _ops_view_to_table(con: duckdb.DuckDBPyConnection, root: Path) -> None:

@@ -11,11 +11,11 @@ files and a merge never rewrites more than a bounded amount. Readers list the fo
 (`read_parquet('DATASET/collectives/*.parquet')`); no file ever holds a row another holds.
 A run that replaces rows (a file read again replaces its error row, or its rows once its content
 changed; a job's whole-job `traces` rows are recomputed) rewrites only the earlier files that hold
-them. Datasets written before
-`traces` was appended have one `traces.parquet`; their next run moves its rows into `traces/`.
+them. Datasets written before `traces` was appended have one `traces.parquet`; their next run moves
+its rows into `traces/`.
 
-Everything here is written into the run's staging folder; `Plan` says what moves into the
-dataset, and which files go, once the run has committed.
+Everything here is written into the run's staging folder (`RunFiles`); its `Plan` says what moves
+into the dataset, and which files go, once the run has committed.
 """
 
 from __future__ import annotations
@@ -59,30 +59,35 @@ class Plan:
     removals: list[str] = field(default_factory=list)
 
 
-def write_rewritten(con: duckdb.DuckDBPyConnection, db: str, root: Path, out: Path, plan: Plan) -> None:
+@dataclass
+class RunFiles:
+    """Where a run writes its Parquet files (`out`, in its staging folder) for the dataset at `root`,
+    and what it does with them once it has committed (`plan`)."""
+
+    run_id: str
+    root: Path
+    out: Path
+    plan: Plan = field(default_factory=Plan)
+
+
+def write_rewritten(con: duckdb.DuckDBPyConnection, db: str, files: RunFiles) -> None:
     """Each table rewritten whole per run, as it stands in the attached database `db`."""
     for table in REWRITTEN_TABLES:
-        target = out / f"{table}.parquet"
-        out.mkdir(parents=True, exist_ok=True)
+        target = files.out / f"{table}.parquet"
+        files.out.mkdir(parents=True, exist_ok=True)
         con.execute(f"COPY (SELECT * FROM {db}.{table} ORDER BY {ORDER[table]}) TO '{sql_path(target)}' ({_OPTIONS})")
-        plan.moves.append((str(target), str(root / target.name)))
+        files.plan.moves.append((str(target), str(files.root / target.name)))
 
 
 def write_appended(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    query: str,
-    run_id: str,
-    root: Path,
-    out: Path,
-    plan: Plan,
-    replaced: str | None = None,
+    con: duckdb.DuckDBPyConnection, table: str, query: str, files: RunFiles, replaced: str | None = None
 ) -> list[str]:
     """The run's rows of `table` (the rows `query` selects) as new files, then a merge of the table's
     small files if there are too many; earlier files holding rows the run replaced (`replaced`: a
     SQL condition on a row) are rewritten without them. Returns the run's new files (to load into
     DuckDB)."""
-    folder = out / table
+    run_id, root, plan = files.run_id, files.root, files.plan
+    folder = files.out / table
     folder.mkdir(parents=True, exist_ok=True)
     con.execute(
         f"COPY ({query}) TO '{sql_path(folder)}' "
@@ -111,7 +116,7 @@ def write_appended(
     else:
         small, keep = [], written
     if replaced:
-        _drop_replaced(con, [p for p in map(str, held) if p not in small], replaced, out / table, plan)
+        _drop_replaced(con, [p for p in map(str, held) if p not in small], replaced, folder, plan)
     plan.moves += [(p, str(root / table / Path(p).name)) for p in keep]
     return written
 

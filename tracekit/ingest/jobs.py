@@ -55,8 +55,9 @@ class JobResult:
     files: list[StagedFile] = field(default_factory=list)
     # ... except the collectives of a job whose host and device traces are linked: finished here.
     collectives: pa.Table | None = None
-    # Paths of traces the dataset holds that a file read again at the same path replaces.
-    replaced: list[str] = field(default_factory=list)
+    # The dataset's `traces` rows of the job that these rows replace (the commit deletes them, and
+    # the rows of theirs in other tables).
+    replaced: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +209,12 @@ def finish_job(
     metas = [p.meta for p in parsed if p.meta is not None and p.error is None]
     read_again = {p.display for p in parsed}
     read_well = {p.display for p in parsed if p.error is None}
-    result.replaced = sorted(r["path"] for r in existing_traces if r["status"] == "ok" and r.get("path") in read_well)
-    kept = [r for r in existing_traces if r.get("path") is not None and r["path"] not in read_well]
-    existing_traces = [r for r in kept if r["status"] == "ok" or r["path"] not in read_again]
+    kept: list[dict[str, Any]] = []
+    for row in existing_traces:
+        path = row.get("path")  # None: a whole-job row of an earlier version, recomputed
+        stays = path is not None and path not in read_well and (row["status"] == "ok" or path not in read_again)
+        (kept if stays else result.replaced).append(row)
+    existing_traces = kept
     groups = _merge_groups([g for m in metas for g in m.process_groups], existing_groups)
     stated = _largest(
         [r.get("world_size") for r in existing_traces if r["status"] == "ok"] + [m.world_size for m in metas]

@@ -65,6 +65,8 @@ _FINISH_FILES = 16_384
 # parse on while this process finishes a round (with a few batches in flight, they sat idle
 # through every round: 30,000 jobs took 234 s to parse where each worker needed 140 s of CPU).
 _IN_FLIGHT_FILES = _FINISH_FILES
+# The warning for a file the dataset held with other content at the same path.
+_REPLACED_NOTE = "{path}: changed since it was ingested: its earlier rows are replaced"
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,6 @@ def ingest(
                 raise Interrupted() from exc
             raise
     return report
-
-
-_REPLACED_NOTE = "{path}: changed since it was ingested: its earlier rows are replaced"
 
 
 def _nothing_to_ingest(paths: Sequence[str | Path], found: Discovery) -> str:
@@ -548,7 +547,8 @@ class _Finishing:
                     self.staged.setdefault(table, {}).update(dict.fromkeys(paths))
             self.warnings[job_id] = [w for t in result.traces for w in t.get("warnings") or []]
             self.touched.append(job_id)
-            self.replaced += result.replaced
+            changes.replaced += [(r["trace_id"], r["status"]) for r in result.replaced]
+            self.replaced += [r["path"] for r in result.replaced if r["status"] == "ok" and r.get("path")]
             self.files_added += len(parsed)
         changes.add_traces(traces)
         changes.add_files(files)
