@@ -4,15 +4,18 @@
     from tracekit.replay import replay, write_outputs
 
     with tracekit.open("sample.dataset") as ds:
-        r = replay(ds, "dlrm", algorithm="auto")      # r.flows: a polars DataFrame, one row per flow
+        r = replay(ds, "captured/fsdp_mlp", algorithm="auto")  # r.flows: a polars DataFrame, one row per flow
         write_outputs(r, "out/", formats=["flows", "hpcc", "htsim", "chakra"])
 
 Pipeline (one module per concern): collectives.py matches the per-rank rows into logical
-collectives; placement.py puts ranks on GPUs, hosts, racks; select.py picks each collective's
-algorithm (NCCL-like); algorithms/ builds transfer templates that decompose.py stamps over all
-collectives of a group at once; timing.py gives start times (trace timestamps or a dependency
-replay with the α–β model of model.py); matrices.py and indicators.py summarise; flows.py,
-hpcc.py, htsim.py and astra.py write the outputs (the report draws host_matrix as a heatmap).
+collectives; placement.py puts ranks on GPUs, hosts, racks and NICs; nccl/ builds what NCCL builds
+for each process group (channels, rings, trees, NICs; or reads them from an NCCL log) and picks each
+collective's algorithm, protocol and channels with NCCL's cost model; algorithms/ builds transfer
+templates (a registry: one module per algorithm) that decompose.py stamps over all collectives of
+a group at once; timing.py times them on the fabric (tracekit.fabric's fluid model) and gives
+collective start times (trace timestamps or a dependency replay); matrices.py and indicators.py
+summarise; outputs.py, hpcc.py, htsim.py and astra.py write the outputs (the report draws
+host_matrix as a heatmap).
 
 Simulator versions targeted (each rule checked by ../shared/simcheck, evidence in
 research/simulators-run.md): HPCC ns-3 (alibaba-edu/High-Precision-Congestion-Control 9f4be2a,
@@ -27,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit.replay.assemble import FLOW_COLUMNS as _FLOW_COLUMNS
 from tracekit.replay.decompose import DEFAULT_MAX_FLOWS
-from tracekit.replay.model import NetworkModel
+from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.placement import Placement, load_placement
 
 if TYPE_CHECKING:
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
     from tracekit.api import TraceDataset
 
 __all__ = [
-    "NetworkModel",
+    "NcclOptions",
     "Placement",
     "Replay",
     "fleet_locality",
@@ -47,10 +51,7 @@ __all__ = [
     "write_outputs",
 ]
 
-FLOW_COLUMNS = (
-    "flow_id, collective_id, comm_type, algorithm, step, src_rank, dst_rank, src_host, dst_host, src_rack, "
-    "dst_rack, bytes, start_s, end_s, depends_on"
-)
+FLOW_COLUMNS = ", ".join(_FLOW_COLUMNS)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Replay:
     flows: pl.DataFrame  # FLOW_COLUMNS, one row per transfer
     collectives: pl.DataFrame  # one row per logical collective
     placement: Placement
-    model: NetworkModel
+    options: NcclOptions
     algorithm: str
     timing: str  # 'trace timestamps' or 'dependency replay'
     groups: list[tuple[int, ...]] = field(default_factory=list)
@@ -71,6 +72,7 @@ class Replay:
     job_class: str = "other"  # the dataset's job_class view: inferred from the collectives, or the label's
     iterations: int = 1
     notes: list[str] = field(default_factory=list)
+    topologies: list[Any] = field(default_factory=list)  # per group: its NCCL CommTopology
 
 
 def replay(
@@ -78,22 +80,24 @@ def replay(
     job: str | None = None,
     algorithm: str = "auto",
     placement: Placement | str | Path | None = None,
-    model: NetworkModel | None = None,
+    options: NcclOptions | None = None,
     max_flows: int = DEFAULT_MAX_FLOWS,
     progress: Callable[[int], None] | None = None,
 ) -> Replay:
     """Decompose every collective of `job` into flows (see the module docstring).
 
     `job` may be omitted when the dataset holds one job. `placement` is a Placement or a placement
-    file; `algorithm` is auto (NCCL-like defaults) or one of ring, tree, direct, halving-doubling,
-    hierarchical; `progress` is called with the number of collectives done after each bucket.
+    file; `algorithm` is auto (NCCL's cost model) or one of the registry's algorithms
+    (tracekit.replay.algorithms.names()); `options` the NCCL settings (channels, QPs, PXN, protocol,
+    in-network reduction, an NCCL log); `progress` is called with the number of collectives done
+    after each bucket.
     """
     from tracekit.api import TraceDataset
 
     if isinstance(dataset, TraceDataset):
-        return _replay(dataset, job, algorithm, placement, model, max_flows, progress)
+        return _replay(dataset, job, algorithm, placement, options, max_flows, progress)
     with TraceDataset(dataset) as ds:
-        return _replay(ds, job, algorithm, placement, model, max_flows, progress)
+        return _replay(ds, job, algorithm, placement, options, max_flows, progress)
 
 
 def _replay(
@@ -101,7 +105,7 @@ def _replay(
     job: str | None,
     algorithm: str,
     placement: Placement | str | Path | None,
-    model: NetworkModel | None,
+    options: NcclOptions | None,
     max_flows: int,
     progress: Callable[[int], None] | None,
 ) -> Replay:
@@ -115,11 +119,11 @@ def _replay(
         placement = Placement()
     elif not isinstance(placement, Placement):
         placement = load_placement(placement)
-    model = model or NetworkModel()
+    options = options or NcclOptions()
     matched = load_job(ds, job)
-    parts = decompose(matched, placement, model, algorithm, max_flows, progress)
+    parts = decompose(matched, placement, options, algorithm, max_flows, progress)
     notes = matched.notes + parts.notes
-    flows, collectives, timing = assemble(ds, matched, parts, placement, model, notes)
+    flows, collectives, timing = assemble(ds, matched, parts, placement, notes)
     if flows.height and not flows.filter(flows["src_host"] != flows["dst_host"]).height:
         notes.append(
             f"job {job}: its {matched.world_size} ranks share one host ({placement.gpus_per_host} GPUs per host), "
@@ -132,7 +136,7 @@ def _replay(
         flows=flows,
         collectives=collectives,
         placement=placement,
-        model=model,
+        options=options,
         algorithm=algorithm,
         timing=timing,
         groups=matched.groups,
@@ -141,6 +145,7 @@ def _replay(
         job_class=class_of(ds, job),
         iterations=iterations_of(ds, job),
         notes=notes,
+        topologies=parts.topologies,
     )
 
 

@@ -10,15 +10,17 @@ if TYPE_CHECKING:
     from tracekit.api import TraceDataset
     from tracekit.replay.collectives import JobCollectives
     from tracekit.replay.decompose import Decomposition
-    from tracekit.replay.model import NetworkModel
+    from tracekit.fabric.topology import Network
     from tracekit.replay.placement import Placement
 
 
 def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
-    """One row per transfer: flow_id, collective_id, step, ranks, hosts, racks, bytes, depends_on."""
+    """One row per transfer: ids, channel, step, QP, ranks, hosts, racks, NICs, rails, link, bytes, depends_on."""
     import numpy as np
     import polars as pl
     import pyarrow as pa
+
+    from tracekit.replay.algorithms.base import NET
 
     src_rank, dst_rank, codes = [], [], []
     labels = sorted(set(parts.algorithm_of))
@@ -35,35 +37,60 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     def cat(arrays: list[np.ndarray], dtype: str) -> np.ndarray:
         return np.concatenate(arrays, dtype=dtype) if arrays else np.zeros(0, dtype=dtype)
 
+    def field(name: str, dtype: str) -> np.ndarray:
+        return cat([getattr(s, name) for s in parts.flows], dtype)
+
     src = cat(src_rank, "int32")
     dst = cat(dst_rank, "int32")
     where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(world, dtype=np.int64)).items()}
+    network = field("link", "int8") == NET
+    intra_link = "nvlink" if placement.intra_host == "nvlink" else "pcie"
+    link = pa.DictionaryArray.from_arrays(
+        pa.array(network.astype(np.int32)), pa.array([intra_link, "network"], pa.string())
+    )
+    src_nic, dst_nic = field("src_nic", "int32"), field("dst_nic", "int32")
+    nics = placement.nics
+    global_src_nic = where["host"][src] * nics + src_nic
+    global_dst_nic = where["host"][dst] * nics + dst_nic
     # One CSR offsets array for all buckets: each bucket's offsets shifted by the entries before it.
     shifts = np.cumsum([0] + [s.dep_ptr[-1] for s in parts.flows])
     offsets = np.concatenate(
         [s.dep_ptr[:-1] + shift for s, shift in zip(parts.flows, shifts, strict=False)] + [shifts[-1:]]
     )
-    depends_on = pa.LargeListArray.from_arrays(
-        pa.array(offsets.astype(np.int64)), pa.array(cat([s.dep_idx for s in parts.flows], "int64"))
-    )
+    depends_on = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(field("dep_idx", "int64")))
     table = pa.table(
         {
             "flow_id": pa.array(np.arange(len(src), dtype=np.int64)),
-            "collective_id": pa.array(cat([s.collective for s in parts.flows], "int64")),
+            "collective_id": pa.array(field("collective", "int64")),
             "algorithm": pa.DictionaryArray.from_arrays(pa.array(cat(codes, "int32")), pa.array(labels, pa.string())),
-            "step": pa.array(cat([s.step for s in parts.flows], "int32")),
+            "channel": pa.array(field("channel", "int16")),
+            "step": pa.array(field("step", "int32")),
+            "qp": pa.array(field("qp", "int16")),
             "src_rank": pa.array(src),
             "dst_rank": pa.array(dst),
             "src_host": pa.array(where["host"][src]),
             "dst_host": pa.array(where["host"][dst]),
             "src_rack": pa.array(where["rack"][src]),
             "dst_rack": pa.array(where["rack"][dst]),
-            "bytes": pa.array(cat([s.bytes for s in parts.flows], "int64")),
+            "link": link,
+            "src_nic": pa.array(global_src_nic, mask=~network),
+            "dst_nic": pa.array(global_dst_nic, mask=~network),
+            "src_rail": pa.array(placement.rail_of_nic(np.maximum(src_nic, 0)).astype(np.int32), mask=~network),
+            "dst_rail": pa.array(placement.rail_of_nic(np.maximum(dst_nic, 0)).astype(np.int32), mask=~network),
+            "pxn": pa.array(field("pxn", "bool")),
+            "bytes": pa.array(field("bytes", "int64")),
             "depends_on": depends_on,
         }
     )
     frame: pl.DataFrame = pl.from_arrow(table)  # type: ignore[assignment]
-    return frame.with_columns(pl.col("algorithm").cast(pl.String))
+    return frame.with_columns(pl.col("algorithm").cast(pl.String), pl.col("link").cast(pl.String))
+
+
+FLOW_COLUMNS = (
+    "flow_id", "collective_id", "comm_type", "algorithm", "protocol", "channel", "step", "qp", "src_rank",
+    "dst_rank", "src_host", "dst_host", "src_rack", "dst_rack", "link", "src_nic", "dst_nic", "src_rail",
+    "dst_rail", "pxn", "bytes", "start_s", "end_s", "depends_on",
+)  # fmt: skip
 
 
 def assemble(
@@ -71,59 +98,43 @@ def assemble(
     job: JobCollectives,
     parts: Decomposition,
     placement: Placement,
-    model: NetworkModel,
     notes: list[str],
+    network: Network | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """The flows table with start/end times, the collectives table, and how times were found."""
     import polars as pl
 
-    from tracekit.replay.timing import collective_starts, schedule_steps
+    from tracekit.replay.timing import collective_starts, schedule
 
     flows = flow_frame(parts, placement, job.world_size)
-    flows, durations = schedule_steps(flows, model)
+    flows, durations = schedule(flows, parts, placement, network)
     duration_of = dict(zip(durations["collective_id"].to_list(), durations["model_duration_s"].to_list(), strict=True))
     starts, timing = collective_starts(ds, job, duration_of, notes)
     start_frame = pl.DataFrame(
         {"collective_id": list(starts), "collective_start_s": list(starts.values())},
         schema={"collective_id": pl.Int64, "collective_start_s": pl.Float64},
     )
-    colls = job.collectives.select("collective_id", "comm_type")
+    choices = _choices(parts)
+    colls = job.collectives.select("collective_id", "comm_type").join(
+        choices.select("collective_id", "protocol"), on="collective_id", how="left"
+    )
     flows = (
         flows.join(start_frame, on="collective_id", how="left")
         .join(colls, on="collective_id", how="left")
         .with_columns(start_s=pl.col("collective_start_s").fill_null(0.0) + pl.col("offset_s"))
         .with_columns(end_s=pl.col("start_s") + pl.col("duration_s"))
         .sort("flow_id")
-        .select(
-            "flow_id",
-            "collective_id",
-            "comm_type",
-            "algorithm",
-            "step",
-            "src_rank",
-            "dst_rank",
-            "src_host",
-            "dst_host",
-            "src_rack",
-            "dst_rack",
-            "bytes",
-            "start_s",
-            "end_s",
-            "depends_on",
-        )
+        .select(FLOW_COLUMNS)
     )
-    algorithm = pl.DataFrame(
-        {"collective_id": list(parts.algorithm), "algorithm": list(parts.algorithm.values())},
-        schema={"collective_id": pl.Int64, "algorithm": pl.String},
-    )
+    network_flows = pl.col("link") == "network"
     totals = flows.group_by("collective_id").agg(
         pl.len().alias("flows"),
         pl.col("bytes").sum().alias("bytes"),
-        pl.col("bytes").filter(pl.col("src_host") != pl.col("dst_host")).sum().alias("inter_host_bytes"),
+        pl.col("bytes").filter(network_flows).sum().alias("inter_host_bytes"),
     )
     collectives = (
         job.collectives.rename({"start_us": "trace_start_us", "duration_us": "trace_duration_us"})
-        .join(algorithm, on="collective_id", how="left")
+        .join(choices, on="collective_id", how="left")
         .join(start_frame.rename({"collective_start_s": "start_s"}), on="collective_id", how="left")
         .join(durations, on="collective_id", how="left")
         .join(totals, on="collective_id", how="left")
@@ -138,3 +149,17 @@ def assemble(
         .sort("collective_id")
     )
     return flows, collectives, timing
+
+
+def _choices(parts: Decomposition) -> pl.DataFrame:
+    """Per collective: algorithm, protocol, channels and pipeline pieces chosen, and NCCL's own estimate."""
+    import polars as pl
+
+    rows = [(cid, c.algorithm, c.protocol, c.channels, c.chunks, c.estimate_us * 1e-6 or None)
+            for cid, c in parts.choice.items()]  # fmt: skip
+    return pl.DataFrame(
+        rows,
+        schema={"collective_id": pl.Int64, "algorithm": pl.String, "protocol": pl.String, "channels": pl.Int32,
+                "pipeline_chunks": pl.Int32, "nccl_estimate_s": pl.Float64},
+        orient="row",
+    )  # fmt: skip

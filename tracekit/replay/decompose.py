@@ -1,10 +1,15 @@
 """Every logical collective of a job into point-to-point transfers, bucket by bucket.
 
-A bucket is all collectives of one process group, one comm_type and one algorithm: its template is
-built once and stamped over the bucket with numpy (tracekit.replay.stamp). All-to-allv is the
-recorded split matrix instead of a template: in_splits are elements, so a transfer is
-in_splits[j] × the element size (the dtype's, else in_bytes / sum(in_splits)); a sender without
-usable splits is read from its receivers' out_splits. SEND/RECV pairs are one transfer each.
+Per process group, the communicator NCCL would build (tracekit.replay.nccl: channels, rings, trees
+and the NIC each uses, or those an NCCL INFO log printed) is built once. Each collective gets its
+algorithm, protocol, channel count and pipeline depth (NCCL's tuner unless forced). A bucket is all
+collectives of one group with the same comm_type, algorithm, channels and pipeline depth: its
+template is built once and stamped over the bucket with numpy (tracekit.replay.stamp).
+
+All-to-allv is the recorded split matrix instead of a template: in_splits are elements, so a
+transfer is in_splits[j] × the element size (the dtype's, else in_bytes / sum(in_splits)); a sender
+without usable splits is read from its receivers' out_splits; its pairs travel like AllToAll's
+(p2p channels, PXN). SEND/RECV pairs are one transfer each, split over the p2p channels.
 
 Sizes follow the ingest convention: S = in_bytes, the bytes each rank passes in (Chakra's
 comm_size; the local shard for all-gather, the full input for reduce-scatter, the whole send buffer
@@ -20,37 +25,21 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import InputError
 from tracekit.parsers.common.names import dtype_bytes
 from tracekit.replay import algorithms
-from tracekit.replay.algorithms import NotApplicable
-from tracekit.replay.select import NO_DATA, default_algorithm
-from tracekit.replay.stamp import Stamped, stamp
+from tracekit.replay.algorithms import NotApplicable, Request
+from tracekit.replay.layout import GroupLayout, group_layout
+from tracekit.replay.nccl.options import NcclOptions
+from tracekit.replay.nccl.tuning import NO_DATA, Choice, choose
+from tracekit.replay.stamp import Stamped, part_bytes, stamp
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
     from tracekit.replay.collectives import JobCollectives
-    from tracekit.replay.model import NetworkModel
+    from tracekit.replay.nccl.comm import CommTopology
     from tracekit.replay.placement import Placement
 
 DEFAULT_MAX_FLOWS = 50_000_000
-
-
-@dataclass
-class GroupLayout:
-    """A group's members in placement order (positions) and where they sit."""
-
-    ranks: np.ndarray  # global rank at each position
-    hosts: np.ndarray  # host at each position
-    position_of_member: np.ndarray  # group index -> position
-    host_count: int
-    max_per_host: int
-
-    def positions(self, ranks: np.ndarray) -> np.ndarray:
-        """Position of each global rank (which must be a member)."""
-        import numpy as np
-
-        order = np.argsort(self.ranks, kind="stable")
-        return order[np.searchsorted(self.ranks[order], ranks)]
 
 
 @dataclass
@@ -58,33 +47,20 @@ class Decomposition:
     flows: list[Stamped] = field(default_factory=list)
     rank_of: list[np.ndarray] = field(default_factory=list)  # per Stamped: position -> global rank
     algorithm_of: list[str] = field(default_factory=list)
-    algorithm: dict[int, str] = field(default_factory=dict)  # collective_id -> algorithm
+    choice: dict[int, Choice] = field(default_factory=dict)  # collective_id -> algorithm, protocol, channels
+    topologies: list[CommTopology | None] = field(default_factory=list)  # per group
     notes: list[str] = field(default_factory=list)
     flow_count: int = 0
 
 
 def layouts(job: JobCollectives, placement: Placement) -> list[GroupLayout]:
-    import numpy as np
-
-    out = []
-    for members in job.groups:
-        ranks = np.array(members, dtype=np.int64)
-        where = placement.locate(ranks)
-        order = np.lexsort((ranks, where["gpu"], where["host"], where["rack"], where["pod"]))
-        position_of_member = np.empty(len(ranks), dtype=np.int64)
-        position_of_member[order] = np.arange(len(ranks))
-        hosts = where["host"][order]
-        counts = np.unique(hosts, return_counts=True)[1] if len(hosts) else np.zeros(0, dtype=np.int64)
-        out.append(
-            GroupLayout(ranks[order], hosts, position_of_member, len(counts), int(counts.max()) if len(counts) else 0)
-        )
-    return out
+    return [group_layout(members, placement) for members in job.groups]
 
 
 def decompose(
     job: JobCollectives,
     placement: Placement,
-    model: NetworkModel,
+    options: NcclOptions | None = None,
     algorithm: str = "auto",
     max_flows: int = DEFAULT_MAX_FLOWS,
     progress: Any = None,
@@ -93,85 +69,115 @@ def decompose(
     import numpy as np
     import polars as pl
 
-    if algorithm != "auto" and algorithm not in algorithms.ALGORITHMS:
-        raise InputError(f"unknown algorithm {algorithm!r}; choose auto or {', '.join(algorithms.ALGORITHMS)}")
+    from tracekit.replay.nccl.topology import communicator
+
+    options = options or NcclOptions()
+    known = algorithms.names()
+    if algorithm != "auto" and algorithm not in known:
+        raise InputError(f"unknown algorithm {algorithm!r}; choose auto or {', '.join(known)}")
     result = Decomposition()
     groups = layouts(job, placement)
+    result.topologies = [communicator(layout, placement, options, job.group_names[g]) for g, layout in
+                         enumerate(groups)]  # fmt: skip
     colls = job.collectives
     uneven = pl.col("is_uneven").fill_null(False) & (pl.col("comm_type") == "ALL_TO_ALL")
     regular = colls.filter((pl.col("group") >= 0) & ~uneven & ~pl.col("comm_type").is_in(NO_DATA))
     skipped = colls.filter(pl.col("comm_type").is_in(NO_DATA)).height
     if skipped:
         result.notes.append(f"job {job.job}: {skipped} barrier(s) move no data: no flows")
-    chosen = _choose(job, regular, groups, model, algorithm, result)
+    chosen = _choose(regular, groups, result.topologies, placement, options, algorithm, result)
     member_bytes = _member_bytes(job, groups)
     fallbacks = 0
-    for (group, comm_type, name), bucket in chosen.group_by(["group", "comm_type", "algorithm"], maintain_order=True):
+    keys = ["group", "comm_type", "algorithm", "channels", "chunks"]
+    for (group, comm_type, name, channels, chunks), bucket in chosen.group_by(keys, maintain_order=True):
         layout = groups[int(group)]
-        root = int(layout.position_of_member[0]) if len(layout.ranks) else 0
+        topo = result.topologies[int(group)]
+        assert topo is not None
+        req = _request(str(comm_type), layout, topo, int(channels), int(chunks), options)
         try:
-            template = _template(str(name), str(comm_type), layout, root, max_flows, job.job, bucket)
+            template = _template(str(name), req, options.qps, max_flows, job.job, bucket)
         except NotApplicable:
             fallbacks += bucket.height
-            name = default_algorithm(
-                str(comm_type), len(layout.ranks), layout.host_count, layout.max_per_host, 0, model
-            )
-            if name is None:
-                continue
-            template = _template(str(name), str(comm_type), layout, root, max_flows, job.job, bucket)
+            fallback = choose(str(comm_type), layout, topo, placement, options, 0, "auto")
+            name = fallback.algorithm
+            req = _request(str(comm_type), layout, topo, fallback.channels, fallback.chunks, options)
+            template = _template(str(name), req, options.qps, max_flows, job.job, bucket)
         ids = bucket["collective_id"].to_numpy()
         _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         sizes = bucket["size"].to_numpy().astype(np.int64)
         per_member = member_bytes(int(group), ids, sizes)
         stamped = stamp(template, ids, sizes, per_member, result.flow_count)
         _add(result, stamped, layout.ranks, str(name))
-        for cid in ids.tolist():
-            result.algorithm[cid] = str(name)
         if progress:
             progress(len(ids))
     if fallbacks:
         result.notes.append(
             f"job {job.job}: {fallbacks} collective(s) kept their default algorithm: {algorithm} does not serve them"
         )
-    _uneven(job, colls.filter(uneven), groups, result, max_flows)
-    _point_to_point(job, colls.filter(pl.col("group") < 0), result, max_flows)
+    _uneven(job, colls.filter(uneven), groups, result, placement, options, max_flows)
+    _point_to_point(job, colls.filter(pl.col("group") < 0), placement, options, result, max_flows)
     return result
 
 
+def _request(
+    comm_type: str, layout: GroupLayout, topo: CommTopology, channels: int, chunks: int, options: NcclOptions
+) -> Request:
+    used = max(1, min(channels, topo.channels))
+    return Request(
+        comm_type=comm_type,
+        layout=layout,
+        topology=topo.first(used),
+        root=int(layout.position_of_member[0]) if layout.n else 0,
+        channels=channels,
+        chunks=chunks,
+        pxn=options.pxn,
+    )
+
+
 def _choose(
-    job: JobCollectives, colls: pl.DataFrame, groups: list[GroupLayout], model: NetworkModel, forced: str, r: Any
+    colls: pl.DataFrame,
+    groups: list[GroupLayout],
+    topologies: list[CommTopology | None],
+    placement: Placement,
+    options: NcclOptions,
+    forced: str,
+    result: Decomposition,
 ) -> pl.DataFrame:
+    """Each collective with its algorithm, protocol, channels and pipeline pieces (one choice per distinct size)."""
     import polars as pl
 
-    names = []
-    for row in colls.select("group", "comm_type", "size").iter_rows():
-        layout = groups[row[0]]
-        if forced != "auto":
-            names.append(forced)
-            continue
-        names.append(
-            default_algorithm(row[1], len(layout.ranks), layout.host_count, layout.max_per_host, row[2], model) or ""
-        )
-    return colls.with_columns(algorithm=pl.Series(names, dtype=pl.String)).filter(pl.col("algorithm") != "")
+    rows = colls.select("group", "comm_type", "size").unique(maintain_order=True)
+    picked = []
+    for group, comm_type, size in rows.iter_rows():
+        topo = topologies[group]
+        assert topo is not None
+        c = choose(comm_type, groups[group], topo, placement, options, int(size), forced)
+        picked.append((group, comm_type, size, c.algorithm, c.protocol, c.channels, c.chunks, c.estimate_us))
+    table = pl.DataFrame(
+        picked,
+        schema={"group": pl.Int32, "comm_type": pl.String, "size": pl.Int64, "algorithm": pl.String,
+                "protocol": pl.String, "channels": pl.Int32, "chunks": pl.Int32, "estimate_us": pl.Float64},
+        orient="row",
+    )  # fmt: skip
+    out = colls.join(table, on=["group", "comm_type", "size"], how="left").filter(pl.col("algorithm") != "")
+    for row in out.select("collective_id", "algorithm", "protocol", "channels", "chunks", "estimate_us").iter_rows():
+        result.choice[int(row[0])] = Choice(row[1], row[2], int(row[3]), int(row[4]), float(row[5]))
+    return out
 
 
-def _template(name: str, comm_type: str, layout: GroupLayout, root: int, max_flows: int, job: str, bucket: Any) -> Any:
-    n = len(layout.ranks)
-    estimate = _estimate(name, comm_type, n)
+def _template(name: str, req: Request, qps: int, max_flows: int, job: str, bucket: Any) -> Any:
+    estimate = _estimate(name, req, qps)
     if estimate > max_flows:
         first = bucket.row(0, named=True)
         raise InputError(
-            f"job {job}: {comm_type} over {n} ranks ({first['op_name']}, collective {first['collective_id']}) would "
-            f"need about {estimate:,} transfers with {name}, past the limit of {max_flows:,} (raise --max-flows)"
+            f"job {job}: {req.comm_type} over {req.layout.n} ranks ({first['op_name']}, collective "
+            f"{first['collective_id']}) would need about {estimate:,} transfers with {name}, past the limit of "
+            f"{max_flows:,} (raise --max-flows)"
         )
-    return _cached_template(name, comm_type, layout, root)
-
-
-def _cached_template(name: str, comm_type: str, layout: GroupLayout, root: int) -> Any:
-    key = (name, comm_type, layout.hosts.tobytes(), root)
+    key = (name, qps, *req.key())
     cached = _CACHE.get(key)
     if cached is None:
-        cached = algorithms.template(name, comm_type, layout.hosts, root)
+        cached = algorithms.template(name, req, qps)
         if len(_CACHE) > 256:
             _CACHE.clear()
         _CACHE[key] = cached
@@ -181,13 +187,15 @@ def _cached_template(name: str, comm_type: str, layout: GroupLayout, root: int) 
 _CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _estimate(name: str, comm_type: str, n: int) -> int:
+def _estimate(name: str, req: Request, qps: int) -> int:
     """An upper bound of transfers plus dependency entries of one collective, before building it."""
+    n = req.layout.n
+    width = max(req.channels, 1) * max(qps, 1) * 2  # x2: a PXN hop before a network transfer
     if name == "direct":
-        return n * n * (n + 1) if comm_type == "ALL_REDUCE" else n * n
+        return (n * n * (n + 1) if req.comm_type == "ALL_REDUCE" else n * n) * width
     if name == "ring":
-        return 4 * n * n
-    return 8 * n * max(n.bit_length(), 1) + 8 * n
+        return 4 * n * n * width * max(req.chunks, 1)
+    return (8 * n * max(n.bit_length(), 1) + 8 * n) * width * max(req.chunks, 1)
 
 
 def _check_budget(result: Decomposition, more: int, max_flows: int, job: str, bucket: Any) -> None:
@@ -226,10 +234,19 @@ def _member_bytes(job: JobCollectives, groups: list[GroupLayout]) -> Any:
 
 
 def _uneven(
-    job: JobCollectives, colls: pl.DataFrame, groups: list[GroupLayout], result: Decomposition, cap: int
+    job: JobCollectives,
+    colls: pl.DataFrame,
+    groups: list[GroupLayout],
+    result: Decomposition,
+    placement: Placement,
+    options: NcclOptions,
+    cap: int,
 ) -> None:
-    """All-to-allv: one transfer per non-zero entry of the recorded split matrix (bytes)."""
+    """All-to-allv: one transfer per non-zero entry of the recorded split matrix (bytes), sent as NCCL's p2p."""
     import numpy as np
+
+    from tracekit.replay.algorithms.base import split_qps
+    from tracekit.replay.algorithms.p2p import Pairs, hops
 
     if not colls.height:
         return
@@ -238,33 +255,31 @@ def _uneven(
     issues: dict[str, int] = {}
     for row in colls.iter_rows(named=True):
         layout = groups[row["group"]]
+        topo = result.topologies[row["group"]]
+        assert topo is not None
         n = len(layout.ranks)
-        _check_budget(result, n * n, cap, job.job, colls.filter(colls["collective_id"] == row["collective_id"]))
+        one = colls.filter(colls["collective_id"] == row["collective_id"])
+        _check_budget(result, n * n, cap, job.job, one)
+        c = choose("ALL_TO_ALL", layout, topo, placement, options, int(row["size"]), "auto")
+        req = _request("ALL_TO_ALL", layout, topo, c.channels, c.chunks, options)
         matrix = _split_matrix(by_coll.get(row["collective_id"]), layout, issues)
+        ids = np.array([row["collective_id"]], dtype=np.int64)
+        sizes = np.array([row["size"]], dtype=np.int64)
         if matrix is None:  # no usable splits at all: an even all-to-all of the recorded sizes
             _count(issues, "no usable split lists: replayed as an even all-to-all")
-            template = _cached_template("direct", "ALL_TO_ALL", layout, 0)
-            ids = np.array([row["collective_id"]], dtype=np.int64)
-            sizes = np.array([row["size"]], dtype=np.int64)
-            stamped = stamp(
-                template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count
-            )
+            template = _template("direct", req, options.qps, cap, job.job, one)
+            stamped = stamp(template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count)
         else:
             src, dst = np.nonzero(matrix > 0)
             keep = src != dst
-            src, dst = src[keep], dst[keep]
-            count = len(src)
-            stamped = Stamped(
-                collective=np.full(count, row["collective_id"], dtype=np.int64),
-                step=np.zeros(count, dtype=np.int32),
-                src=src.astype(np.int32),
-                dst=dst.astype(np.int32),
-                bytes=matrix[src, dst].astype(np.int64),
-                dep_ptr=np.zeros(count + 1, dtype=np.int64),
-                dep_idx=np.zeros(0, dtype=np.int64),
-            )
+            src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+            zeros = np.zeros(len(src), dtype=np.int64)
+            pairs = Pairs(src=src, dst=dst, lo=zeros, hi=zeros + 1, basis=np.arange(len(src)), den=1, step=zeros)
+            template = split_qps(hops(req, pairs), options.qps)
+            _check_budget(result, template.size, cap, job.job, one)
+            stamped = stamp(template, ids, sizes, matrix[src, dst][None, :], result.flow_count)
         _add(result, stamped, layout.ranks, "direct")
-        result.algorithm[row["collective_id"]] = "direct"
+        result.choice[row["collective_id"]] = Choice("direct", c.protocol, c.channels, 1)
     for issue, count in issues.items():
         result.notes.append(f"job {job.job}: all-to-allv: {issue} ({count} case(s))")
 
@@ -326,26 +341,61 @@ def _element_bytes(row: dict[str, Any]) -> int | None:
     return None
 
 
-def _point_to_point(job: JobCollectives, colls: pl.DataFrame, result: Decomposition, cap: int) -> None:
+def _point_to_point(
+    job: JobCollectives,
+    colls: pl.DataFrame,
+    placement: Placement,
+    options: NcclOptions,
+    result: Decomposition,
+    cap: int,
+) -> None:
+    """SEND/RECV pairs: each over its own two-rank communicator (as PyTorch opens one per pair), on the two
+    GPUs' own NICs, split over the p2p channels per peer and the QPs."""
     import numpy as np
+
+    from tracekit.replay.algorithms.base import NET
 
     if not colls.height:
         return
-    _check_budget(result, colls.height, cap, job.job, colls)
-    count = colls.height
+    channels = max(options.p2p_channels, 1)
+    where_src = placement.locate(colls["src"].to_numpy().astype(np.int64))
+    where_dst = placement.locate(colls["dst"].to_numpy().astype(np.int64))
+    cross = where_src["host"] != where_dst["host"]
+    qps = np.where(cross, max(options.qps, 1), 1)
+    per = channels * qps  # pieces per pair
+    _check_budget(result, int(per.sum()), cap, job.job, colls)
+    owner = np.repeat(np.arange(colls.height), per)
+    piece = np.arange(int(per.sum()), dtype=np.int64) - np.repeat(np.cumsum(per) - per, per)
+    sizes = colls["size"].to_numpy().astype(np.int64)
+    count = len(owner)
+    link = np.where(cross[owner], NET, 0).astype(np.int8)
     stamped = Stamped(
-        collective=colls["collective_id"].to_numpy().astype(np.int64),
+        collective=colls["collective_id"].to_numpy().astype(np.int64)[owner],
         step=np.zeros(count, dtype=np.int32),
         src=np.zeros(count, dtype=np.int32),
         dst=np.ones(count, dtype=np.int32),
-        bytes=colls["size"].to_numpy().astype(np.int64),
+        bytes=part_bytes(sizes[owner], 1, np.zeros(count, dtype=np.int64), np.ones(count, dtype=np.int64)),
         dep_ptr=np.zeros(count + 1, dtype=np.int64),
         dep_idx=np.zeros(0, dtype=np.int64),
+        channel=(piece // qps[owner]).astype(np.int16),
+        link=link,
+        src_nic=np.where(cross, where_src["nic"], -1)[owner].astype(np.int16),
+        dst_nic=np.where(cross, where_dst["nic"], -1)[owner].astype(np.int16),
+        qp=(piece % qps[owner]).astype(np.int16),
+        pxn=np.zeros(count, dtype=bool),
     )
+    stamped.bytes = part_bytes(sizes[owner], per[owner], piece, piece + 1)
+    keep = stamped.bytes > 0
+    if not keep.all():
+        for name in ("collective", "step", "src", "dst", "bytes", "channel", "link", "src_nic", "dst_nic", "qp", "pxn"):
+            setattr(stamped, name, getattr(stamped, name)[keep])
+        owner = owner[keep]
+        stamped.dep_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
     # Positions 0 and 1 of a pair are its sender and receiver: keep the global ranks per flow.
+    pair_ranks = np.stack([colls["src"].to_numpy(), colls["dst"].to_numpy()], axis=1).astype(np.int64)
     result.flows.append(stamped)
-    result.rank_of.append(np.stack([colls["src"].to_numpy(), colls["dst"].to_numpy()], axis=1).astype(np.int64))
+    result.rank_of.append(pair_ranks[owner])
     result.algorithm_of.append("p2p")
-    result.flow_count += count
+    result.flow_count += len(stamped.src)
     for cid in colls["collective_id"].to_list():
-        result.algorithm[cid] = "p2p"
+        result.choice[int(cid)] = Choice("p2p", options.protocol or "simple", channels, 1)

@@ -1,8 +1,15 @@
-"""When each flow starts.
+"""When each flow starts and ends.
 
-Inside a collective: the α–β model (tracekit.replay.model) gives every transfer a duration,
-α + bytes / β of its link class (NVLink inside a host, NIC across hosts); the steps of a collective
-follow each other, step k+1 starting when the slowest transfer of step k ends (no chunk pipelining).
+Inside a collective: every flow of the collective runs on the fabric (tracekit.fabric: by default
+the ideal non-blocking fabric at the placement's NIC speed, with each GPU's NVLink ports to its
+host's NVSwitch) in a fluid model: a flow starts when the flows it waits for have ended (the
+collective's steps, pipeline pieces and PXN hops), pays NCCL's per-hop latency for its link class,
+algorithm and protocol (tuning.cc hwLat: a pipeline piece that follows an earlier one on the same
+edge pays none, as NCCL overlaps them), then drains at the rate max-min fair sharing leaves it on
+every link it crosses, so the flows of a step that share a NIC or an NVLink port share its
+bandwidth. The collective adds NCCL's base latency (tuning.cc baseLat) and lasts until its last
+flow ends. Collectives with the same flows (same members, algorithm, sizes) are timed once. LL
+moves 8 bytes of flags per 8 of data and LL128 8 per 120: their flows occupy links for that much more.
 
 The collective itself starts:
 
@@ -14,7 +21,7 @@ The collective itself starts:
   (within its trace) have finished; compute ops run one at a time per rank for their recorded
   duration_us (missing: 0); the collectives of one process group run in issue order on each rank
   (one NCCL stream per communicator); a collective starts when it is ready on every participant that has a
-  trace and lasts its α–β duration. A trace whose ops record no dependencies at all runs in op_id
+  trace and lasts its modelled duration. A trace whose ops record no dependencies at all runs in op_id
   order. Ranks waiting on each other in a cycle (inconsistent traces) are unblocked by starting
   the waiting collective with the ranks that arrived; the notes say how often.
 """
@@ -29,32 +36,180 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.replay.collectives import JobCollectives
-    from tracekit.replay.model import NetworkModel
+    from tracekit.fabric.topology import Network
+    from tracekit.replay.decompose import Decomposition
+    from tracekit.replay.placement import Placement
 
 # Ops a dependency replay walks per job at most; beyond it only the communication ops are replayed.
 MAX_REPLAY_OPS = 5_000_000
 
 
-def schedule_steps(flows: pl.DataFrame, model: NetworkModel) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Flows with duration_s and offset_s (start of their step within the collective), and per
-    collective its modelled duration_s."""
+WIRE_FACTOR = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
+LINK_CLASS = {"nvlink": "nvlink", "pcie": "pcie", "network": "net"}
+
+
+def schedule(
+    flows: pl.DataFrame, parts: Decomposition, placement: Placement, network: Network | None = None,
+    routing: str | None = None, seed: int = 0,
+) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
+    """Flows with offset_s (start within their collective) and duration_s, and per collective model_duration_s.
+
+    `network` is the fabric the flows run on (default: the ideal fabric of the placement).
+    """
+    import numpy as np
     import polars as pl
 
-    intra = pl.col("src_host") == pl.col("dst_host")
-    flows = flows.with_columns(
-        duration_s=pl.when(intra)
-        .then(model.alpha_intra_s + pl.col("bytes") / model.beta_intra_Bps)
-        .otherwise(model.alpha_inter_s + pl.col("bytes") / model.beta_inter_Bps)
+    from tracekit.replay.nccl.tuning import BASE_LATENCY, PROTOCOLS
+
+    network = network if network is not None else ideal_network(placement, flows)
+    ids = flows["collective_id"].to_numpy()
+    offset = np.zeros(len(ids))
+    duration = np.zeros(len(ids))
+    per_collective: dict[int, float] = {}
+    if len(ids):
+        arrays = _flow_arrays(flows, placement)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(ids)]
+        solved: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            cid = int(ids[lo])
+            choice = parts.choice.get(cid)
+            algorithm = choice.algorithm if choice else "p2p"
+            protocol = choice.protocol if choice and choice.protocol in PROTOCOLS else "Simple"
+            key = _signature(arrays, lo, hi, algorithm, protocol)
+            if key not in solved:
+                base = BASE_LATENCY.get(algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
+                solved[key] = _solve(arrays, lo, hi, algorithm, protocol, base, network, routing, seed)
+            start, end, total = solved[key]
+            offset[lo:hi] = start
+            duration[lo:hi] = end - start
+            per_collective[cid] = total
+    flows = flows.with_columns(offset_s=pl.Series(offset), duration_s=pl.Series(duration))
+    table = pl.DataFrame(
+        {"collective_id": list(per_collective), "model_duration_s": list(per_collective.values())},
+        schema={"collective_id": pl.Int64, "model_duration_s": pl.Float64},
     )
-    steps = (
-        flows.group_by("collective_id", "step")
-        .agg(pl.col("duration_s").max().alias("step_s"))
-        .sort("collective_id", "step")
-        .with_columns(offset_s=(pl.col("step_s").cum_sum() - pl.col("step_s")).over("collective_id"))
+    return flows, table
+
+
+def ideal_network(placement: Placement, flows: pl.DataFrame) -> Network:
+    """The ideal non-blocking fabric at the placement's NIC speed over the hosts the flows use."""
+    from tracekit.fabric.topology import FabricSpec
+
+    return FabricSpec("ideal").build(endpoints(placement, flows))
+
+
+def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
+    """The fabric's view of the job's hosts (tracekit.fabric.Endpoints) from the placement."""
+    import numpy as np
+
+    from tracekit.fabric.endpoints import Endpoints
+
+    hosts = 1
+    if flows.height:
+        hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type]
+    return Endpoints(
+        hosts=hosts,
+        gpus_per_host=placement.gpus_per_host,
+        nics_per_host=placement.nics,
+        nic_Bps=placement.nic_Bps,
+        nvlink_Bps=placement.intra_Bps,
+        pcie_Bps=float("inf"),
+        nic_rail=tuple(int(r) for r in placement.rail_of_nic(np.arange(placement.nics))),
+        hosts_per_rack=placement.hosts_per_rack,
     )
-    per_collective = steps.group_by("collective_id").agg(pl.col("step_s").sum().alias("model_duration_s"))
-    flows = flows.join(steps.select("collective_id", "step", "offset_s"), on=["collective_id", "step"], how="left")
-    return flows, per_collective
+
+
+def _flow_arrays(flows: pl.DataFrame, placement: Placement) -> dict[str, Any]:
+    import numpy as np
+
+    src_rank = flows["src_rank"].to_numpy().astype(np.int64)
+    dst_rank = flows["dst_rank"].to_numpy().astype(np.int64)
+    src = placement.locate(src_rank)
+    dst = placement.locate(dst_rank)
+    deps = flows["depends_on"]
+    dep_lengths = deps.list.len().fill_null(0).to_numpy().astype(np.int64)
+    dep_ptr = np.zeros(len(dep_lengths) + 1, dtype=np.int64)
+    np.cumsum(dep_lengths, out=dep_ptr[1:])
+    dep_idx = deps.explode().drop_nulls().to_numpy().astype(np.int64) if dep_ptr[-1] else np.zeros(0, np.int64)
+    network = (flows["link"] == "network").to_numpy()
+    return {
+        "src_gpu": src["host"] * placement.gpus_per_host + src["gpu"],
+        "dst_gpu": dst["host"] * placement.gpus_per_host + dst["gpu"],
+        "src_nic": flows["src_nic"].fill_null(-1).to_numpy().astype(np.int64),
+        "dst_nic": flows["dst_nic"].fill_null(-1).to_numpy().astype(np.int64),
+        "qp": flows["qp"].to_numpy().astype(np.int64),
+        "channel": flows["channel"].to_numpy().astype(np.int64),
+        "network": network,
+        "link": flows["link"].to_numpy(),
+        "bytes": flows["bytes"].to_numpy().astype(np.int64),
+        "src_rank": src_rank,
+        "dst_rank": dst_rank,
+        "dep_ptr": dep_ptr,
+        "dep_idx": dep_idx,
+    }
+
+
+def _signature(arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str) -> bytes:
+    import hashlib
+
+    digest = hashlib.blake2b(f"{algorithm}/{protocol}/{hi - lo}".encode(), digest_size=20)
+    for name in ("src_rank", "dst_rank", "src_nic", "dst_nic", "qp", "bytes"):
+        digest.update(arrays[name][lo:hi].tobytes())
+    ptr = arrays["dep_ptr"]
+    digest.update((ptr[lo : hi + 1] - ptr[lo]).tobytes())
+    digest.update((arrays["dep_idx"][ptr[lo] : ptr[hi]] - lo).tobytes())
+    return digest.digest()
+
+
+def _solve(
+    arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str, base_s: float, network: Network,
+    routing: str | None, seed: int,
+) -> tuple[Any, Any, float]:  # fmt: skip
+    """Start and end (relative to the collective's start) of flows lo..hi, and the collective's duration."""
+    import numpy as np
+
+    from tracekit.fabric.fluid import simulate
+    from tracekit.fabric.routing import FlowEnds, route
+    from tracekit.replay.nccl.tuning import HW_LATENCY, PROTOCOLS
+
+    net = arrays["network"][lo:hi]
+    ends = FlowEnds(
+        src_nic=np.where(net, arrays["src_nic"][lo:hi], -1),
+        dst_nic=np.where(net, arrays["dst_nic"][lo:hi], -1),
+        src_gpu=arrays["src_gpu"][lo:hi],
+        dst_gpu=arrays["dst_gpu"][lo:hi],
+        qp=arrays["qp"][lo:hi],
+        kind=net.astype(np.int64),
+    )
+    incidence = route(network, ends, routing, seed)
+    ptr = arrays["dep_ptr"][lo : hi + 1] - arrays["dep_ptr"][lo]
+    idx = arrays["dep_idx"][arrays["dep_ptr"][lo] : arrays["dep_ptr"][hi]] - lo
+    p = PROTOCOLS.index(protocol)
+    table = "tree" if algorithm == "tree" else "ring"
+    classes = arrays["link"][lo:hi]
+    hop = np.array([HW_LATENCY[LINK_CLASS[c]][table][p] for c in ("nvlink", "pcie", "network")]) * 1e-6
+    latency = np.select([classes == "nvlink", classes == "pcie"], [hop[0], hop[1]], hop[2])
+    latency = np.where(_follows(arrays, lo, hi, ptr, idx), 0.0, latency) + incidence.path_latency_s
+    release = np.full(hi - lo, base_s)
+    sizes = arrays["bytes"][lo:hi] * WIRE_FACTOR[protocol]
+    result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
+    end = np.where(np.isfinite(result.end_s), result.end_s, base_s)
+    return result.start_s, end, float(end.max(initial=base_s))
+
+
+def _follows(arrays: dict[str, Any], lo: int, hi: int, ptr: Any, idx: Any) -> Any:
+    """Flows that wait for an earlier piece on the same edge and channel (pipelined: latency overlapped)."""
+    import numpy as np
+
+    owner = np.repeat(np.arange(hi - lo), np.diff(ptr))
+    same = np.ones(len(owner), dtype=bool)
+    for name in ("src_rank", "dst_rank", "channel"):
+        column = arrays[name][lo:hi]
+        same &= column[owner] == column[idx]
+    out = np.zeros(hi - lo, dtype=bool)
+    out[owner[same]] = True
+    return out
 
 
 def collective_starts(

@@ -14,7 +14,13 @@ the collective's S for every shard (exact when the shards are equal).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tracekit.replay.algorithms.registry import Algorithm
 from tracekit.replay.algorithms.base import Builder, Template, empty
+
+if TYPE_CHECKING:
+    from tracekit.replay.algorithms.registry import Request
 
 
 def is_power_of_two(n: int) -> bool:
@@ -108,3 +114,21 @@ def _doubling_units(b: Builder, p: int) -> None:
         into = sent
         held *= 2
         bit <<= 1
+
+
+def _serves(req: Request) -> bool:
+    return req.comm_type == "ALL_REDUCE" or is_power_of_two(req.layout.n)
+
+
+ALGORITHM = Algorithm(
+    name="halving-doubling",
+    summary="recursive halving-doubling, nearest partner first (AllReduce on any group, with a fold; "
+    "ReduceScatter and AllGather on 2^k ranks)",
+    builders={
+        "ALL_REDUCE": lambda req: all_reduce(req.layout.n),
+        "REDUCE_SCATTER": lambda req: reduce_scatter(req.layout.n),
+        "ALL_GATHER": lambda req: all_gather(req.layout.n),
+    },
+    applies=_serves,
+    channels=False,
+)

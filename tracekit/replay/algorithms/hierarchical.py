@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracekit.replay.algorithms.registry import Algorithm
 from tracekit.replay.algorithms.base import Builder, Template, empty
 
 if TYPE_CHECKING:
@@ -119,3 +120,17 @@ def all_gather(hosts: np.ndarray) -> Template:
     # Then inside each host every member holds h shards (one block) and forwards blocks: h units of S.
     _ring_phase(b, by_host, g - 1, [(0, h)] * g, into)
     return b.build()
+
+
+ALGORITHM = Algorithm(
+    name="hierarchical",
+    summary="rings inside each host, then across hosts among equal local indices (AllReduce, ReduceScatter, "
+    "AllGather; equal GPUs per host)",
+    builders={
+        "ALL_REDUCE": lambda req: all_reduce(req.layout.hosts),
+        "REDUCE_SCATTER": lambda req: reduce_scatter(req.layout.hosts),
+        "ALL_GATHER": lambda req: all_gather(req.layout.hosts),
+    },
+    applies=lambda req: layout(req.layout.hosts) is not None,
+    channels=False,
+)

@@ -1,100 +1,123 @@
-"""NCCL's tree AllReduce: a chain inside each host, a double binary tree across hosts.
+"""NCCL's tree AllReduce: per channel, a tree over the group (double binary tree across hosts, a
+chain inside each), pipelined.
 
-Hosts are numbered in placement order; the first member of each host is its leader and the host's
-members form a chain (leader → 2nd → 3rd ...). Across hosts NCCL builds two binary trees
-(NVIDIA/nccl src/graph/trees.cc `ncclGetBtree`/`ncclGetDtree`: the second tree is the first one
-mirrored when the host count is odd, shifted by one when it is even), and each tree carries half
-of S (parts 0 and 1 of S cut in two). In each tree the data is reduced up (chain toward the
-leader, then leader to parent leader) and broadcast back down the same edges.
+The tree of each channel comes from the CommTopology (tracekit.replay.nccl.topology builds it as
+NCCL's connectTrees does: half the channels on each of the two binary trees of NCCL's double binary
+tree, a chain inside each host; or it is read from an NCCL log). Channel c carries the c-th slice
+of S, cut into `chunks` pipeline pieces. For each piece, data is reduced up the tree (a member sends
+to its parent once every child's piece has arrived) and broadcast back down the same edges (a
+member forwards to its children once its parent's piece has arrived; the root once its own
+reduction is complete); piece j of an edge also waits for piece j-1 of the same edge (NCCL's FIFO),
+so the up and down phases and the tree levels overlap as in NCCL's pipelined tree.
 
-Bytes: every member except the root of a tree sends S/2 up and receives S/2 down in each tree,
-so the trees move 2(n-1) * S over all ranks; across hosts, each of the m-1 tree edges of each tree
-carries S/2 each way: 2(m-1) * S on the network (S per host for two hosts). A transfer up waits for
-every transfer up into its sender; a transfer down waits for the transfer down into its sender (the
-root waits for everything that came up). No chunk pipelining is modelled.
+Bytes: every member but a root sends its slice up and receives it down in each channel, so a
+channel moves 2(n-1) · S/C, and the collective 2(n-1) · S in all, exactly. A link that crosses
+hosts leaves and enters through the channel's tree NIC on each host (PXN first when that NIC is not
+the sender's own).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.replay.algorithms.base import Builder, Template, empty
+from tracekit.replay.algorithms.registry import Algorithm
+from tracekit.replay.algorithms.base import INTRA, NET, Builder, Template, empty
 
 if TYPE_CHECKING:
+    from tracekit.replay.algorithms.registry import Request
+
+
+def all_reduce(req: Request) -> Template:
     import numpy as np
 
+    from tracekit.replay.algorithms.ring import proxies
 
-def btree(nranks: int, rank: int) -> int:
-    """Parent of `rank` in NCCL's binary tree over `nranks` (root 0 has parent -1)."""
-    if rank == 0:
-        return -1
-    bit = 1
-    while bit < nranks and not bit & rank:
-        bit <<= 1
-    up = (rank ^ bit) | (bit << 1)
-    return up if up < nranks else rank ^ bit
-
-
-def dtree_parents(nranks: int) -> tuple[list[int], list[int]]:
-    """Parents of every rank in the two trees of NCCL's double binary tree."""
-    first = [btree(nranks, r) for r in range(nranks)]
-    second = []
-    for r in range(nranks):
-        if nranks % 2:  # odd: mirror
-            up = btree(nranks, nranks - 1 - r)
-            second.append(-1 if up < 0 else nranks - 1 - up)
-        else:  # even: shift by one
-            up = btree(nranks, (r - 1) % nranks)
-            second.append(-1 if up < 0 else (up + 1) % nranks)
-    return first, second
-
-
-def all_reduce(hosts: np.ndarray) -> Template:
-    """Tree AllReduce over positions whose host ids (in placement order) are `hosts`."""
-    n = len(hosts)
-    if n < 2:
+    layout, topo = req.layout, req.topology
+    n, channels, pieces = layout.n, topo.channels, max(req.chunks, 1)
+    if n < 2 or channels < 1:
         return empty(n)
-    members: list[list[int]] = []
-    for position, host in enumerate(hosts.tolist()):
-        if not members or hosts[members[-1][0]] != host:
-            members.append([])
-        members[-1].append(position)
-    b = Builder(n, 2)
-    for part, parents in enumerate(dtree_parents(len(members))):
-        _one_tree(b, members, parents, part)
+    b = Builder(n, channels * pieces)
+    for c in range(channels):
+        parent = topo.tree_parent[c]
+        children: list[list[int]] = [[] for _ in range(n)]
+        for p in range(n):
+            if parent[p] >= 0:
+                children[int(parent[p])].append(p)
+        roots = np.flatnonzero(parent < 0)
+        nic = np.where(topo.tree_nic[c] >= 0, topo.tree_nic[c], layout.nics)
+        via = proxies(req, np.arange(n), nic) if req.pxn else np.full(n, -1)
+        edge = _Edges(b, layout.hosts, nic, via, c)
+        for piece in range(pieces):
+            lo = c * pieces + piece
+            up_into: dict[int, list[int]] = {}
+            for p in _post_order(children, roots):
+                if parent[p] >= 0:
+                    up_into.setdefault(int(parent[p]), []).append(edge.send(p, int(parent[p]), lo, up_into.get(p, [])))
+            for root in roots.tolist():
+                _broadcast(edge, children, root, lo, up_into.get(root, []))
     return b.build()
 
 
-def _one_tree(b: Builder, members: list[list[int]], parents: list[int], part: int) -> None:
-    m = len(members)
-    children: list[list[int]] = [[] for _ in range(m)]
-    for x, p in enumerate(parents):
-        if p >= 0:
-            children[p].append(x)
-    up_into: dict[int, list[int]] = {}  # position -> transfers up into it
+class _Edges:
+    """Adds one tree edge's transfer(s) for a piece, chaining piece j after piece j-1 on the same edge."""
 
-    def reduce_host(x: int) -> None:  # post-order: children hosts first
-        for c in children[x]:
-            reduce_host(c)
-        chain = members[x]
-        for k in range(len(chain) - 1, 0, -1):
-            t = b.add(chain[k], chain[k - 1], part, part + 1, up_into.get(chain[k], []))
-            up_into.setdefault(chain[k - 1], []).append(t)
-        if parents[x] >= 0:
-            leader, parent_leader = chain[0], members[parents[x]][0]
-            t = b.add(leader, parent_leader, part, part + 1, up_into.get(leader, []))
-            up_into.setdefault(parent_leader, []).append(t)
+    def __init__(self, b: Builder, hosts: object, nic: object, via: object, channel: int) -> None:
+        self.b, self.hosts, self.nic, self.via, self.channel = b, hosts, nic, via, channel
+        self.last: dict[tuple[int, int, int], int] = {}
 
-    def broadcast_host(x: int, waits: list[int]) -> None:
-        chain = members[x]
-        for c in children[x]:
-            t = b.add(chain[0], members[c][0], part, part + 1, waits)
-            broadcast_host(c, [t])
-        previous = waits
-        for k in range(len(chain) - 1):
-            t = b.add(chain[k], chain[k + 1], part, part + 1, previous)
-            previous = [t]
+    def send(self, src: int, dst: int, lo: int, waits: list[int]) -> int:
+        hosts, nic, via = self.hosts, self.nic, self.via  # numpy arrays
+        cross = bool(hosts[src] != hosts[dst])  # type: ignore[index]
+        proxy = int(via[src]) if cross else -1  # type: ignore[index]
+        if proxy >= 0:
+            waits = self._add(src, proxy, lo, waits, INTRA, -1, -1, True)
+            start = proxy
+        else:
+            start = src
+        if cross:
+            t = self._add(start, dst, lo, waits, NET, int(nic[src]), int(nic[dst]), proxy >= 0)  # type: ignore[index]
+        else:
+            t = self._add(start, dst, lo, waits, INTRA, -1, -1, False)
+        return t[0]
 
-    root = parents.index(-1)
-    reduce_host(root)
-    broadcast_host(root, up_into.get(members[root][0], []))
+    def _add(
+        self, src: int, dst: int, lo: int, waits: list[int], link: int, src_nic: int, dst_nic: int, pxn: bool
+    ) -> list[int]:
+        key = (src, dst, link)
+        deps = list(waits) + ([self.last[key]] if key in self.last else [])
+        t = self.b.add(
+            src, dst, lo, lo + 1, deps, channel=self.channel, link=link, src_nic=src_nic, dst_nic=dst_nic, pxn=pxn
+        )
+        self.last[key] = t
+        return [t]
+
+
+def _post_order(children: list[list[int]], roots: object) -> list[int]:
+    """Every position, children before their parents (iterative: trees can be deep chains)."""
+    out: list[int] = []
+    for root in roots.tolist():  # type: ignore[attr-defined]
+        stack = [(int(root), False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                out.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(children[node]))
+    return out
+
+
+def _broadcast(edge: _Edges, children: list[list[int]], root: int, lo: int, waits: list[int]) -> None:
+    stack = [(root, waits)]
+    while stack:
+        node, ready = stack.pop()
+        for child in children[node]:
+            t = edge.send(node, child, lo, ready)
+            stack.append((child, [t]))
+
+
+ALGORITHM = Algorithm(
+    name="tree",
+    summary="NCCL's double binary tree across hosts, a chain inside each, per channel, pipelined (AllReduce)",
+    builders={"ALL_REDUCE": all_reduce},
+)

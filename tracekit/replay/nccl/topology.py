@@ -1,0 +1,253 @@
+"""The channels, rings and trees NCCL builds for a communicator, from its members' hosts, GPUs and NICs.
+
+Written from reading NVIDIA/nccl 2.30.7 (src/graph/search.cc, connect.cc, trees.cc, paths.cc,
+init.cc; notes with line references in the project's research notes), not copied. For an
+NVSwitch host (GPUs numbered as NCCL's topology orders them: by local index), per communicator:
+
+* **Channels.** Across hosts, NCCL's graph search finds one channel per NIC its GPUs use (a NIC
+  takes one channel at the GPU→NIC path rate: min(NIC, PCIe) snapped to NCCL's speed table, 48 GB/s
+  for 400 Gb/s NICs on PCIe Gen5); it doubles them when that rate is below 25 GB/s, or on Hopper and
+  later below 50 GB/s with at most 4 channels (halving the per-channel rate); ncclTopoPostset
+  doubles again, and once more on Hopper+ when the per-channel rate is above 45 GB/s and there are
+  fewer than 16. An H100 host with 8 × 400 Gb/s NICs gets 16 channels, 4 NICs 16, 1 NIC 4; an A100
+  host with 8 × 200 Gb/s NICs 16, 4 NICs 8; a communicator inside one NVSwitch host 24.
+  Collective channel c runs graph channel c mod graph_channels; the first half of the doubled
+  channels use the first tree of the double binary tree, the second half the second.
+* **Rings.** Graph channel j enters each host at the GPU its j-th NIC serves (the NICs in GPU order)
+  and visits the others descending (NCCL tries the previous GPU first on an NVSwitch). It leaves
+  from the next GPU up: through the entry NIC when that GPU shares it, or when NCCL_CROSS_NIC=0
+  (through PXN: over NVLink to the NIC's GPU); with NCCL_CROSS_NIC=2 (the default) channels come in
+  pairs, the odd one entering where the even one left and running ascending, and odd-numbered hosts
+  run each pair's other ring, so every hop between hosts joins the same rail; with
+  NCCL_CROSS_NIC=1 a ring leaves on its last GPU's own NIC. Host x's last GPU sends to host x+1's
+  first (hosts numbered by their lowest rank in the communicator).
+* **Trees.** Graph channel j's tree on each host is a chain from the GPU of the j-th NIC ascending;
+  across hosts, NCCL's double binary tree (tracekit.replay.nccl.trees) joins the hosts' heads. With
+  one GPU per NIC every cross-host link is at the head (NCCL's TREE pattern); when the head shares
+  its NIC with the next GPU (BALANCED_TREE) the link from the first child host lands on that next GPU.
+  A tree leaves and enters each host through the channel's NIC.
+* **p2p channels**: p2pnChannels = the collective channels rounded up to a power of two; per remote
+  peer ceil(per-GPU network bandwidth / 14 GB/s), halved while it times ceil(ranks / 8) exceeds
+  p2pnChannels (H100: 4 up to 32 ranks, 2 to 64, 1 beyond).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tracekit.replay.nccl.comm import CommTopology
+from tracekit.replay.nccl.trees import dtree
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tracekit.replay.layout import GroupLayout
+    from tracekit.replay.nccl.options import NcclOptions
+    from tracekit.replay.placement import Placement
+
+MAXCHANNELS = 64
+# NCCL's per-channel speeds across nodes, GB/s (search.cc): before Hopper, and Hopper+.
+SPEEDS_INTER = {
+    80: (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12),
+    90: (48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12),
+    100: (96, 86, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12),
+}
+P2P_PER_CHANNEL_NET_GBPS = 14.0  # NCCL_P2P_PER_CHANNEL_NET_BW
+P2P_SCHEDULE_GROUP = 8  # NCCL_P2P_SCHEDULE_GROUP_SIZE
+
+
+@dataclass(frozen=True)
+class Node:
+    """One host of the communicator: its members (positions, GPU order) and the NICs they use, in GPU order."""
+
+    members: tuple[int, ...]
+    nics: tuple[int, ...]  # distinct local NICs of the members, in GPU order (NCCL's NIC list)
+    nic_of: tuple[int, ...]  # each member's own NIC
+
+    def owner(self, nic: int) -> int:
+        """Index (in members) of the first member the NIC serves."""
+        return self.nic_of.index(nic)
+
+
+def communicator(
+    layout: GroupLayout, placement: Placement, options: NcclOptions, name: str | None = None
+) -> CommTopology:
+    """NCCL's structure for the group `layout` (see the module docstring); an NCCL log overrides it."""
+    if options.log is not None:
+        from tracekit.replay.nccl.from_log import topology_from_log
+
+        found = topology_from_log(options.log, layout, name)
+        if found is not None:
+            return found
+    return model(layout, placement, options)
+
+
+def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> CommTopology:
+    import numpy as np
+
+    nodes = _nodes(layout)
+    n = layout.n
+    graph, per_channel, graph_bw_intra = _graph_channels(nodes, placement, options)
+    coll = _coll_channels(graph, per_channel, len(nodes), placement, options)
+    base = _base_channels(nodes, placement)
+    rings = np.zeros((coll, n), dtype=np.int64)
+    send = np.full((coll, n), -1, dtype=np.int64)
+    recv = np.full((coll, n), -1, dtype=np.int64)
+    parent = np.full((coll, n), -1, dtype=np.int64)
+    tree_nic = np.full((coll, n), -1, dtype=np.int64)
+    (first, first_types), (second, second_types) = dtree(len(nodes))
+    swap = placement.cross_nic == 2 and base % 2 == 0 and len(nodes) > 1 and not _same_nic_rings(nodes)
+    any_tree_pattern = False
+    for c in range(coll):
+        source = c % (2 * graph)
+        j = (source % graph) % base
+        order: list[int] = []
+        for x, node in enumerate(nodes):
+            ring_j = j ^ 1 if swap and x % 2 == 1 and (j ^ 1) < base else j
+            intra, entry_nic, exit_nic = _ring(node, ring_j, placement.cross_nic)
+            order.extend(intra)
+            recv[c, intra[0]] = entry_nic
+            send[c, intra[-1]] = exit_nic
+        rings[c] = order
+        parents, types = (first, first_types) if source < graph else (second, second_types)
+        heads = [_tree(node, j) for node in nodes]
+        for x, (chain, balanced, nic) in enumerate(heads):
+            any_tree_pattern = any_tree_pattern or not balanced
+            for i in range(1, len(chain)):
+                parent[c, chain[i]] = chain[i - 1]
+            up = parents[x]
+            if up >= 0:
+                up_chain, up_balanced, _ = heads[up]
+                lands = up_chain[1] if up_balanced and types[x] == 0 and len(up_chain) > 1 else up_chain[0]
+                parent[c, chain[0]] = lands
+            tree_nic[c, list(chain)] = nic
+    p2p, per_peer = _p2p_channels(coll, n, len(nodes), _path_gbytes(placement))
+    return CommTopology(
+        channels=coll,
+        ring=rings,
+        ring_send_nic=send,
+        ring_recv_nic=recv,
+        tree_parent=parent,
+        tree_nic=tree_nic,
+        nodes=len(nodes),
+        ranks_per_node=max(len(node.members) for node in nodes) if nodes else 1,
+        graph_channels=graph,
+        bw_intra=graph_bw_intra,
+        bw_inter=per_channel,
+        tree_pattern_tree=any_tree_pattern,
+        p2p_channels=p2p,
+        p2p_per_peer=per_peer,
+    )
+
+
+def _nodes(layout: GroupLayout) -> list[Node]:
+    """The hosts in NCCL's node order (by lowest communicator rank), each with its members in GPU order."""
+    import numpy as np
+
+    node_of = layout.node_of()
+    out = []
+    for x in range(int(node_of.max()) + 1 if layout.n else 0):
+        members = np.flatnonzero(node_of == x)  # positions are host-sorted and GPU-sorted within a host
+        nic_of = tuple(int(v) for v in layout.nics[members])
+        nics = tuple(dict.fromkeys(nic_of))
+        out.append(Node(tuple(int(m) for m in members), nics, nic_of))
+    return out
+
+
+def _graph_channels(nodes: list[Node], placement: Placement, options: NcclOptions) -> tuple[int, float, float]:
+    """(graph channels, GB/s per channel across nodes, GB/s per channel inside a node) of NCCL's search."""
+    arch = options.gpu_arch
+    if len(nodes) <= 1:
+        if placement.intra_host != "nvlink":
+            return 1, 0.0, _snap(placement.pcie_gbytes, SPEEDS_INTER[80])
+        # NVSwitch: 6 channels at 60 (Hopper) or 40 GB/s, duplicated to 12 (search.cc speeds; dup rule)
+        return 12, 0.0, 30.0 if arch >= 90 else 20.0
+    nics = min(len(node.nics) for node in nodes)
+    speed = _snap(_path_gbytes(placement), SPEEDS_INTER[arch if arch in SPEEDS_INTER else 80])
+    channels = min(nics, MAXCHANNELS // 2)
+    if not (speed < 25 or (arch > 80 and speed < 50 and channels > 4)):
+        channels, speed = min(2 * channels, MAXCHANNELS // 2), speed / 2
+    return channels, speed, speed
+
+
+def _path_gbytes(placement: Placement) -> float:
+    """GB/s of a GPU's path to its NIC as NCCL's topology sees it: min(NIC, PCIe)."""
+    return min(placement.nic_gbps / 8, placement.pcie_gbytes)
+
+
+def _coll_channels(graph: int, speed: float, nodes: int, placement: Placement, options: NcclOptions) -> int:
+    if options.channels is not None:
+        return options.channels
+    coll = min(MAXCHANNELS, 2 * graph)
+    if options.gpu_arch >= 90 and nodes > 1 and speed > 45 and coll < 16:
+        coll *= 2
+    return coll
+
+
+def _base_channels(nodes: list[Node], placement: Placement) -> int:
+    """Distinct rings before NCCL's duplications: one per NIC across hosts (at least 1)."""
+    if len(nodes) <= 1:
+        return max(1, len(nodes[0].members)) if nodes else 1
+    return max(1, min(len(node.nics) for node in nodes))
+
+
+def _same_nic_rings(nodes: list[Node]) -> bool:
+    """Whether every ring can leave on the NIC it entered by without PXN (the next GPU shares the NIC)."""
+    for node in nodes:
+        k = len(node.members)
+        for nic in node.nics:
+            e = node.owner(nic)
+            if k > 1 and node.nic_of[(e + 1) % k] != nic:
+                return False
+    return True
+
+
+def _ring(node: Node, j: int, cross_nic: int) -> tuple[list[int], int, int]:
+    """Graph channel j's ring through `node`: its positions in order, the entry NIC and the exit NIC."""
+    k = len(node.members)
+    nic = node.nics[j % len(node.nics)]
+    e = node.owner(nic)
+    last = (e + 1) % k
+    descending = [node.members[(e - s) % k] for s in range(k)]  # e, e-1, ..., e+1
+    if k == 1 or node.nic_of[last] == nic or cross_nic == 0:
+        return descending, nic, nic  # the last GPU leaves on the entry NIC (its own, or through PXN)
+    if cross_nic == 1 or j % 2 == 0:
+        return descending, nic, node.nic_of[last]
+    # NCCL_CROSS_NIC=2, odd channel: enter where the even channel left, ascend, leave on its entry NIC
+    even_nic = node.nics[(j - 1) % len(node.nics)]
+    start = (node.owner(even_nic) + 1) % k
+    ascending = [node.members[(start + s) % k] for s in range(k)]
+    return ascending, node.nic_of[start], even_nic
+
+
+def _tree(node: Node, j: int) -> tuple[list[int], bool, int]:
+    """Graph channel j's tree chain on `node` (head first, ascending), whether it is BALANCED, its NIC."""
+    k = len(node.members)
+    nic = node.nics[j % len(node.nics)]
+    head = node.owner(nic)
+    chain = [node.members[(head + s) % k] for s in range(k)]
+    balanced = k > 1 and node.nic_of[(head + 1) % k] == nic
+    return chain, balanced, nic
+
+
+def _p2p_channels(coll: int, ranks: int, nodes: int, path: float) -> tuple[int, int]:
+    """(p2pnChannels, p2p channels per remote peer) as ncclTopoComputeP2pChannels sets them."""
+    p2p = 1 << max(0, math.ceil(math.log2(max(1, min(coll, MAXCHANNELS)))))
+    if nodes <= 1:
+        return p2p, p2p
+    # remote peers: ceil(path bandwidth / 14 GB/s) (a 48 GB/s path: 4), as a power of two
+    per_peer = 1 << max(0, math.ceil(math.log2(max(1, math.ceil(path / P2P_PER_CHANNEL_NET_GBPS)))))
+    groups = math.ceil(ranks / P2P_SCHEDULE_GROUP)
+    while per_peer > 1 and per_peer * groups > p2p:
+        per_peer //= 2
+    return p2p, per_peer
+
+
+def _snap(value: float, speeds: tuple[float, ...]) -> float:
+    """The highest of NCCL's channel speeds at most `value` (its lowest when none is)."""
+    for speed in speeds:
+        if speed <= value:
+            return float(speed)
+    return float(speeds[-1])
