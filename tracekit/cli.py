@@ -413,22 +413,54 @@ class ReplayFormat(StrEnum):
 
 
 class ReplayAlgorithm(StrEnum):
-    """`replay --algorithm`: auto (NCCL-like defaults) or one algorithm wherever it applies."""
+    """`replay --algorithm`: auto (NCCL's cost model) or one algorithm of the registry wherever it applies.
+
+    The members are the registry's names (tracekit.replay.algorithms), which a test checks.
+    """
 
     auto = "auto"
-    ring = "ring"
-    tree = "tree"
     direct = "direct"
     halving_doubling = "halving-doubling"
     hierarchical = "hierarchical"
+    ring = "ring"
+    tree = "tree"
 
 
 class HtsimBinary(StrEnum):
     """`replay --htsim-binary`: the htsim binary whose time unit `start` uses."""
 
+    uec = "uec"
     eqds = "eqds"
     ndp = "ndp"
-    uec = "uec"
+
+
+class Protocol(StrEnum):
+    """`replay --protocol`: NCCL_PROTO (auto: NCCL's tuner)."""
+
+    auto = "auto"
+    LL = "LL"
+    LL128 = "LL128"
+    Simple = "Simple"
+
+
+class InNetwork(StrEnum):
+    """`replay --in-network-reduction`: AllReduce in the switches, considered by the tuner when switched on."""
+
+    none = "none"
+    nvls = "nvls"
+    collnet = "collnet"
+
+
+class GpuArch(StrEnum):
+    """`replay --gpu-arch`: the GPU generation whose NCCL tuning tables apply."""
+
+    volta = "volta"
+    ampere = "ampere"
+    hopper = "hopper"
+    blackwell = "blackwell"
+
+
+GPU_ARCH = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 
 
 @app.command()
@@ -443,48 +475,69 @@ def replay(
         typer.Option(
             "--format",
             "-f",
-            help="Simulator input to write besides OUT/flows.parquet (repeatable): hpcc (flow.txt + topology.txt), "
-            "htsim (.cm), chakra (ASTRA-sim .et per rank + comm groups), or all.",
+            help="Simulator input to write besides OUT/flows.parquet (repeatable): hpcc (HPCC ns-3), htsim (.cm, "
+            "topology, run.sh), chakra (ASTRA-sim .et per rank + configs), or all.",
         ),
     ] = None,
     algorithm: Annotated[
-        ReplayAlgorithm, typer.Option(help="Collective algorithm; auto picks NCCL-like defaults per size and group.")
+        ReplayAlgorithm, typer.Option(help="Collective algorithm; auto runs NCCL's cost model per size and group.")
     ] = ReplayAlgorithm.auto,
     placement: Annotated[
-        Path | None, typer.Option(help="Placement file (JSON/TOML/YAML): gpus_per_host, hosts_per_rack, hosts.")
+        Path | None,
+        typer.Option(help="Placement file (JSON/TOML/YAML): GPUs and NICs per host, rails, link speeds, hosts."),
     ] = None,
-    gpus_per_host: Annotated[int | None, typer.Option(help="GPUs per host (default 8) when no --placement.")] = None,
-    hosts_per_rack: Annotated[
-        int | None, typer.Option(help="Hosts per rack/leaf (default 2) when no --placement.")
+    gpus_per_host: Annotated[int | None, typer.Option(help="GPUs per host (default 8).")] = None,
+    hosts_per_rack: Annotated[int | None, typer.Option(help="Hosts per rack/leaf (default 2).")] = None,
+    nics_per_host: Annotated[int | None, typer.Option(help="NICs per host (default one per GPU).")] = None,
+    nic_gbps: Annotated[float | None, typer.Option(help="NIC line rate in Gb/s (default 400).")] = None,
+    cross_nic: Annotated[
+        int | None, typer.Option(help="NCCL_CROSS_NIC: 0 rings and trees stay on one NIC (rail), 1 free, 2 (default) pairs.")
     ] = None,
-    spines: Annotated[int, typer.Option(help="Spines of the two-tier Clos (HPCC topology, ECMP estimate).")] = 16,
-    link_gbps: Annotated[int, typer.Option(help="Link rate of the Clos in Gb/s (HPCC topology).")] = 100,
+    channels: Annotated[
+        int | None, typer.Option(help="NCCL channels per communicator (default: what NCCL picks for the hosts).")
+    ] = None,
+    qps_per_connection: Annotated[
+        int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION: QPs (distinct flows) per connection.")
+    ] = 1,
+    pxn: Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p across hosts (NCCL >= 2.12).")] = True,
+    protocol: Annotated[Protocol, typer.Option(help="NCCL_PROTO; auto: NCCL's tuner.")] = Protocol.auto,
+    in_network_reduction: Annotated[
+        InNetwork, typer.Option(help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce.")
+    ] = InNetwork.none,
+    gpu_arch: Annotated[GpuArch, typer.Option(help="GPU generation of NCCL's tuning tables.")] = GpuArch.hopper,
+    nccl_log: Annotated[
+        Path | None,
+        typer.Option(help="An NCCL_DEBUG=INFO log of the job: its rings, trees and NICs instead of the model's."),
+    ] = None,
+    fabric: Annotated[
+        str | None,
+        typer.Option(help="Fabric file (TOML/JSON/YAML) or preset for the ECMP indicator and the HPCC/htsim topology."),
+    ] = None,
     htsim_binary: Annotated[
-        HtsimBinary, typer.Option(help="htsim binary targeted: eqds/ndp read start in ps, uec in whole µs.")
-    ] = HtsimBinary.eqds,
+        HtsimBinary, typer.Option(help="htsim binary targeted: uec reads start in whole µs, eqds/ndp in ps.")
+    ] = HtsimBinary.uec,
     intra_host: Annotated[
         bool, typer.Option("--intra-host", help="Also give NVLink (same-host) flows to hpcc and htsim.")
     ] = False,
-    qp_scaling: Annotated[int, typer.Option(help="QPs per connection for the flow-count indicators.")] = 1,
     csv: Annotated[bool, typer.Option("--csv", help="Write OUT/flows.csv instead of flows.parquet.")] = False,
     max_flows: Annotated[int, typer.Option(help="Stop with an error past this many flows.")] = 50_000_000,
     fleet: Annotated[
         bool,
-        typer.Option(
-            "--fleet", help="Replay every job and write OUT/fleet_locality.parquet: bytes inside a host per class."
-        ),
+        typer.Option("--fleet", help="Replay every job: per-job network indicators (see README, Fleet replay)."),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
 ) -> None:
-    """Decompose a job's collectives into point-to-point flows, traffic matrices and simulator inputs.
+    """Decompose a job's collectives into the flows NCCL sends, traffic matrices and simulator inputs.
 
-    Example: tracekit replay sample.dataset --job ddp_mlp --format all -o replay_out/
+    Example: tracekit replay sample.dataset --job captured/fsdp_mlp --gpus-per-host 1 --format all -o replay_out/
 
-    Writes OUT/flows.parquet (one row per flow), collectives.parquet, matrix_{gpu,host,rack}.parquet,
-    indicators.parquet, burstiness.parquet, replay.duckdb (queries/replay/*.sql as views) and
-    replay.json, plus OUT/hpcc/, OUT/htsim/ or OUT/astra/ for each --format.
-    Exit code 0: done; 2: unknown job, bad placement or a limit passed (the message says which);
-    3: no such dataset, or OUT cannot be written.
+    Writes OUT/flows.parquet (one row per flow: channel, QP, NICs, rails, link class, bytes, times),
+    collectives.parquet, matrix_{gpu,host,rack}.parquet, indicators.parquet, burstiness.parquet,
+    replay.duckdb (queries/replay/*.sql as views) and replay.json, plus OUT/hpcc/, OUT/htsim/ or
+    OUT/astra/ for each --format, each with a run.sh. OUT is replaced whole, and only when it is empty
+    or holds an earlier replay.
+    Exit code 0: done; 2: unknown job, bad placement, fabric or log, or a limit passed (the message says
+    which); 3: no such dataset, or OUT cannot be written; 130: interrupted (OUT unchanged).
     """
     from rich.console import Console
 
@@ -495,34 +548,81 @@ def replay(
     if "all" in wanted:
         wanted = ["flows", "hpcc", "htsim", "chakra"]
     try:
-        from tracekit.replay import Placement, load_placement, write_outputs
+        from tracekit.replay import NcclOptions, write_outputs
         from tracekit.replay import replay as run_replay
-        from tracekit.replay.clos import Clos
 
-        if placement is not None:
-            where = load_placement(placement)
-        else:
-            where = Placement(gpus_per_host=gpus_per_host or 8, hosts_per_rack=hosts_per_rack or 2)
-        clos = Clos(spines=spines, link_gbps=link_gbps)
+        where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
+        options = NcclOptions(
+            channels=channels,
+            qps=qps_per_connection,
+            pxn=pxn,
+            protocol=None if protocol is Protocol.auto else protocol.value,
+            in_network=in_network_reduction.value,
+            gpu_arch=GPU_ARCH[gpu_arch.value],
+            log=_nccl_log(nccl_log),
+        )
+        network = _fabric(fabric)
         if fleet:
             _replay_fleet(console, dataset, out, algorithm.value, where, quiet)
             return
         with _counter(console, quiet, "replay", "collectives") as advance:
-            result = run_replay(dataset, job, algorithm.value, where, max_flows=max_flows, progress=advance)
+            result = run_replay(dataset, job, algorithm.value, where, options, max_flows=max_flows, progress=advance)
             files = write_outputs(
                 result,
                 out,
                 wanted,
                 csv=csv,
-                clos=clos,
+                fabric=network,
                 htsim_binary=htsim_binary.value,
                 include_intra_host=intra_host,
-                qp_scaling=qp_scaling,
             )
     except TracekitError as exc:
         _fail(console, exc)
     if not quiet:
         _replay_summary(console, result, files, out)
+
+
+def _placement(
+    path: Path | None,
+    gpus_per_host: int | None,
+    hosts_per_rack: int | None,
+    nics_per_host: int | None,
+    nic_gbps: float | None,
+    cross_nic: int | None,
+) -> Any:
+    """The placement file (or the defaults) with the options given on the command line applied over it."""
+    from dataclasses import replace
+
+    from tracekit.replay import Placement, load_placement
+
+    base = load_placement(path) if path is not None else Placement()
+    changes: dict[str, Any] = {
+        "gpus_per_host": gpus_per_host,
+        "hosts_per_rack": hosts_per_rack,
+        "nics_per_host": nics_per_host,
+        "nic_gbps": nic_gbps,
+        "cross_nic": cross_nic,
+    }
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if "gpus_per_host" in changes and base.gpu_nics is not None:
+        changes["gpu_nics"] = None
+    return replace(base, **changes) if changes else base
+
+
+def _nccl_log(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from tracekit.replay.nccl.from_log import read_nccl_log
+
+    return read_nccl_log(path)
+
+
+def _fabric(value: str | None) -> Any:
+    if value is None:
+        return None
+    from tracekit.fabric import load_fabric
+
+    return load_fabric(value)
 
 
 def _replay_fleet(console: Console, dataset: Path, out: Path, algorithm: str, where: Any, quiet: bool) -> None:
@@ -579,10 +679,10 @@ class _counter:
 def _replay_summary(console: Console, result: Any, files: list[Path], out: Path) -> None:
     flows = result.flows
     total = int(flows["bytes"].sum())
-    inter = int(flows.filter(flows["src_host"] != flows["dst_host"])["bytes"].sum())
+    inter = int(flows.filter(flows["link"] == "network")["bytes"].sum())
     console.print(
-        f"job {result.job}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} collectives, "
-        f"{_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {result.timing}",
+        f"job {_escape(result.job)}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} "
+        f"collectives, {_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {result.timing}",
         highlight=False,
     )
     for note in result.notes:

@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import polars as pl
 import pytest
@@ -18,15 +19,29 @@ from tracekit.replay import Placement, replay, write_outputs
 ALL = ["flows", "hpcc", "htsim", "chakra"]
 
 
-def check_all(out: Path, world: int, simcheck: dict[str, ModuleType], binary: str = "eqds") -> dict[str, int]:
-    """Run every checker on OUT; assert no error and no warning; return what each saw."""
-    hpcc, htsim, astra = simcheck["hpcc_flow"], simcheck["htsim_cm"], simcheck["astra_et"]
+def check_htsim(out: Path, simcheck: dict[str, ModuleType], binary: str = "uec") -> Any:
+    """simcheck's htsim checker on OUT/htsim, with the -topo file's node count when one was written."""
+    text = (out / "htsim" / "traffic.cm").read_text()
+    if (out / "htsim" / "topology.topo").is_file():
+        nodes = int(next(line for line in text.splitlines() if line.startswith("Nodes ")).split()[1])
+        cm = simcheck["htsim_cm"].check_text(text, binary=binary, topo_nodes=nodes)
+    else:
+        cm = simcheck["htsim_cm"].check_text(text, binary=binary, tiers=3)
+    assert cm.ok and not cm.issues, [str(i) for i in cm.issues]
+    return cm
+
+
+def check_all(out: Path, world: int, simcheck: dict[str, ModuleType], binary: str = "uec") -> dict[str, int]:
+    """Run every checker on OUT; assert no error, and no warning but simcheck's reminder that config.txt
+    must map the 400 Gb/s rate (OUT/hpcc/config.txt does); return what each saw."""
+    hpcc, astra = simcheck["hpcc_flow"], simcheck["astra_et"]
     topology, topo_issues = hpcc.check_topology_text((out / "hpcc" / "topology.txt").read_text())
-    assert not topo_issues, [str(i) for i in topo_issues]
+    assert not [i for i in topo_issues if "KMAX_MAP" not in str(i)], [str(i) for i in topo_issues]
     flows = hpcc.check_text((out / "hpcc" / "flow.txt").read_text(), topo=topology, stop_time=1e3)
     assert flows.ok and not flows.issues, [str(i) for i in flows.issues]
-    cm = htsim.check_text((out / "htsim" / "traffic.cm").read_text(), binary=binary, tiers=3)
-    assert cm.ok and not cm.issues, [str(i) for i in cm.issues]
+    config = (out / "hpcc" / "config.txt").read_text()
+    assert "KMAX_MAP" in config and "400000000000" in config
+    cm = check_htsim(out, simcheck, binary)
     groups = json.loads((out / "astra" / "comm_groups.json").read_text())
     et = astra.check_prefix(str(out / "astra" / "workload"), npus=world, comm_groups=groups)
     assert et.ok, [str(i) for i in et.issues]
@@ -48,7 +63,7 @@ def test_dlrm_produces_every_output_and_passes_simcheck(
         out = tmp_path / f"dlrm-{placement.gpus_per_host}"
         write_outputs(result, out, ALL)
         seen = check_all(out, 8, simcheck)
-        inter = result.flows.filter((pl.col("src_host") != pl.col("dst_host")) & (pl.col("bytes") > 0)).height
+        inter = result.flows.filter(pl.col("link") == "network").height
         assert seen["hpcc"] >= inter and (seen["hpcc"] > 0) == network
         assert seen["htsim"] == seen["hpcc"]
         assert seen["astra_nodes"] > 0
@@ -64,18 +79,21 @@ def test_each_captured_job_produces_every_output_and_passes_simcheck(
     write_outputs(result, tmp_path, ALL)
     seen = check_all(tmp_path, 4, simcheck)
     if gpus_per_host == 1:
-        assert seen["hpcc"] == result.flows.filter(pl.col("bytes") > 0).height
+        assert seen["hpcc"] == result.flows.height
     for name in ("flows", "collectives", "matrix_gpu", "matrix_host", "matrix_rack", "indicators", "burstiness"):
         assert (tmp_path / f"{name}.parquet").is_file()
 
 
-def test_htsim_uec_writes_whole_microseconds(captured_dataset: Path, tmp_path: Path, simcheck: dict) -> None:
+def test_htsim_eqds_writes_picoseconds_and_its_run_command(
+    captured_dataset: Path, tmp_path: Path, simcheck: dict
+) -> None:
     result = replay(captured_dataset, "ddp_mlp", placement=Placement(gpus_per_host=1))
-    write_outputs(result, tmp_path, ["htsim"], htsim_binary="uec")
+    write_outputs(result, tmp_path, ["htsim"], htsim_binary="eqds")
     text = (tmp_path / "htsim" / "traffic.cm").read_text()
-    assert "whole microseconds for htsim_uec" in text
-    cm = simcheck["htsim_cm"].check_text(text, binary="uec", tiers=3)
-    assert cm.ok and not cm.issues
+    assert "picoseconds for htsim_eqds" in text and "-linkspeed 400000" in text
+    check_htsim(tmp_path, simcheck, "eqds")
+    run = (tmp_path / "htsim" / "run.sh").read_text()
+    assert 'bin/htsim_eqds" -tm traffic.cm -topo topology.topo -linkspeed 400000 -end' in run
 
 
 def test_hpcc_flows_are_sorted_by_start_and_ranks_are_hosts(captured_dataset: Path, tmp_path: Path) -> None:
@@ -86,9 +104,9 @@ def test_hpcc_flows_are_sorted_by_start_and_ranks_are_hosts(captured_dataset: Pa
     starts = [float(line.split()[5]) for line in lines[1:]]
     assert starts == sorted(starts) and starts[0] == 0.0
     fields = [line.split() for line in lines[1:]]
-    assert all(f[2] == "3" and f[3] == "100" and int(f[0]) < 4 and int(f[1]) < 4 for f in fields)
+    assert all(f[2] == "3" and f[3] == "100" and int(f[0]) < 4 and int(f[1]) < 4 for f in fields)  # NIC ids
     total = sum(int(f[4]) for f in fields)
-    assert total == result.flows["bytes"].sum()
+    assert total == result.flows.filter(pl.col("link") == "network")["bytes"].sum()
 
 
 def test_flows_csv_and_the_duckdb_views(captured_dataset: Path, tmp_path: Path) -> None:
@@ -101,6 +119,7 @@ def test_flows_csv_and_the_duckdb_views(captured_dataset: Path, tmp_path: Path) 
     assert matrix["bytes"].sum() == result.flows["bytes"].sum()
     meta = json.loads((tmp_path / "replay.json").read_text())
     assert meta["job"] == "moe_alltoall" and meta["placement"]["gpus_per_host"] == 2
+    assert meta["link_speeds"]["nic_gbps"] == 400
 
 
 @pytest.mark.parametrize("name", query_names("replay"))
@@ -144,8 +163,31 @@ def test_the_simulator_files_are_the_same_on_every_run(captured_dataset: Path, t
     for name in (
         "hpcc/flow.txt",
         "hpcc/topology.txt",
+        "hpcc/config.txt",
         "htsim/traffic.cm",
+        "htsim/topology.topo",
         "astra/workload.0.et",
         "astra/workload.3.et",
     ):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_out_is_replaced_whole_and_never_a_folder_of_other_files(captured_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = replay(captured_dataset, "moe_alltoall", placement=Placement(gpus_per_host=1))
+    write_outputs(first, out, ["hpcc", "htsim", "chakra"])
+    assert (out / "astra" / "workload.3.et").is_file()
+    second = replay(captured_dataset, "ddp_mlp", placement=Placement(gpus_per_host=1))
+    write_outputs(second, out, ["flows"])
+    assert not (out / "astra").exists() and not (out / "hpcc").exists()  # nothing of the earlier job is left
+    assert json.loads((out / "replay.json").read_text())["job"] == "ddp_mlp"
+    assert any("earlier replay" in note for note in second.notes)
+    assert not list(tmp_path.glob(".out.tracekit-*"))  # no staging folder left behind
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    from tracekit.errors import InputError
+
+    with pytest.raises(InputError, match="other files"):
+        write_outputs(second, other, ["flows"])
+    assert (other / "notes.txt").read_text() == "mine"

@@ -64,15 +64,17 @@ def test_astra_sim_microbenchmarks_give_the_textbook_byte_totals(
     assert sent["bytes"].to_list() == [per_rank] * 4 == received["bytes"].to_list()
     assert (flows["src_rank"] != flows["dst_rank"]).all()
     assert result.timing == "dependency replay"  # Chakra microbenchmarks carry no timestamps
-    assert flows.filter(pl.col("step") == 0)["start_s"].max() == 0.0
+    # the first flows start after NCCL's base latency of the collective's algorithm and protocol
+    first = flows.filter(pl.col("step") == 0)["start_s"]
+    assert first.min() == first.max() and 0 <= first.max() < 20e-6
 
 
-def test_the_steps_of_a_collective_follow_each_other(micro_dataset: Path) -> None:
+def test_every_flow_starts_once_the_flows_it_waits_for_have_ended(micro_dataset: Path) -> None:
     flows = replay(micro_dataset, "all_reduce").flows
-    steps = flows.group_by("step").agg(pl.col("start_s").min(), pl.col("end_s").max()).sort("step")
-    starts, ends = steps["start_s"].to_list(), steps["end_s"].to_list()
-    assert all(starts[k + 1] >= ends[k] - 1e-12 for k in range(len(starts) - 1))
-    assert len(starts) == 6  # 2(n-1) ring steps
+    ends = dict(zip(flows["flow_id"].to_list(), flows["end_s"].to_list(), strict=True))
+    for start, deps in zip(flows["start_s"].to_list(), flows["depends_on"].to_list(), strict=True):
+        assert all(start >= ends[d] - 1e-12 for d in deps)
+    assert flows["step"].max() == 5  # 2(n-1) ring steps
 
 
 def test_dlrm_on_two_gpus_per_host_crosses_hosts_and_uses_trace_times(dlrm_dataset: Path) -> None:

@@ -13,7 +13,7 @@ from tests.replay.conftest import ROOT
 from tracekit.errors import InputError
 from tracekit.ingest import ingest
 from tracekit.replay import Placement, Replay, load_placement, replay, write_outputs
-from tracekit.replay.model import NetworkModel
+from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.network import project_dependencies, split_large
 
 CAPTURED = ROOT / "sample_traces" / "captured"
@@ -148,11 +148,14 @@ def _synthetic(flows: list[dict]) -> Replay:
         dst_host=pl.col("dst_rank").cast(pl.Int64),
         src_rack=pl.col("src_rank").cast(pl.Int64),
         dst_rack=pl.col("dst_rank").cast(pl.Int64),
+        src_nic=pl.col("src_rank").cast(pl.Int64),
+        dst_nic=pl.col("dst_rank").cast(pl.Int64),
+        link=pl.lit("network"),
         end_s=pl.col("start_s") + 1e-6,
         comm_type=pl.lit("SEND"),
         algorithm=pl.lit("p2p"),
     )
-    return Replay("synthetic", 4, frame, pl.DataFrame(), Placement(gpus_per_host=1), NetworkModel(), "auto", "x")
+    return Replay("synthetic", 4, frame, pl.DataFrame(), Placement(gpus_per_host=1), NcclOptions(), "auto", "x")
 
 
 def test_htsim_splits_big_flows_and_never_fires_two_triggers_from_one_flow(tmp_path: Path, simcheck: dict) -> None:
@@ -168,10 +171,13 @@ def test_htsim_splits_big_flows_and_never_fires_two_triggers_from_one_flow(tmp_p
              "start_s": 1e-3, "depends_on": [0, 1]},
         ]
     )  # fmt: skip
+    from tracekit.fabric.topology import FabricSpec
     from tracekit.replay.htsim import write_htsim
+    from tracekit.replay.timing import endpoints
 
     notes: list[str] = []
-    write_htsim(result, tmp_path, notes=notes)
+    network = FabricSpec("ideal").build(endpoints(result.placement, result.flows))
+    write_htsim(result, tmp_path, network, binary="eqds", notes=notes)
     text = (tmp_path / "traffic.cm").read_text()
     lines = text.splitlines()
     assert "0->1 id 1 start 0 size 1500000000 send_done_trigger 1" in lines
@@ -180,7 +186,7 @@ def test_htsim_splits_big_flows_and_never_fires_two_triggers_from_one_flow(tmp_p
     assert "trigger id 1 barrier count 2" in lines
     assert "1->3 id 5 start 1000000000 size 10" in lines  # its predecessors already fire trigger 1
     assert any("start at their replayed time" in n for n in notes)
-    check = simcheck["htsim_cm"].check_text(text, binary="eqds", tiers=3)
+    check = simcheck["htsim_cm"].check_text(text, binary="eqds", topo_nodes=4)
     assert check.ok and not check.issues, [str(i) for i in check.issues]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
     import polars as pl
 
     from tracekit.api import TraceDataset
@@ -15,7 +16,10 @@ if TYPE_CHECKING:
 
 
 def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
-    """One row per transfer: ids, channel, step, QP, ranks, hosts, racks, NICs, rails, link, bytes, depends_on."""
+    """One row per transfer: ids, channel, step, QP, ranks, hosts, racks, NICs, rails, link, bytes, depends_on.
+
+    The dependencies are also kept as CSR arrays in the frame's `.dependencies` attribute... not
+    possible on a polars frame: `flow_dependencies` gives them."""
     import numpy as np
     import polars as pl
     import pyarrow as pa
@@ -42,7 +46,7 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
 
     src = cat(src_rank, "int32")
     dst = cat(dst_rank, "int32")
-    where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(world, dtype=np.int64)).items()}
+    where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(max(world, 1), dtype=np.int64)).items()}
     network = field("link", "int8") == NET
     intra_link = "nvlink" if placement.intra_host == "nvlink" else "pcie"
     link = pa.DictionaryArray.from_arrays(
@@ -53,11 +57,8 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     global_src_nic = where["host"][src] * nics + src_nic
     global_dst_nic = where["host"][dst] * nics + dst_nic
     # One CSR offsets array for all buckets: each bucket's offsets shifted by the entries before it.
-    shifts = np.cumsum([0] + [s.dep_ptr[-1] for s in parts.flows])
-    offsets = np.concatenate(
-        [s.dep_ptr[:-1] + shift for s, shift in zip(parts.flows, shifts, strict=False)] + [shifts[-1:]]
-    )
-    depends_on = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(field("dep_idx", "int64")))
+    offsets, dep_idx = flow_dependencies(parts)
+    depends_on = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(dep_idx))
     table = pa.table(
         {
             "flow_id": pa.array(np.arange(len(src), dtype=np.int64)),
@@ -86,6 +87,18 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     return frame.with_columns(pl.col("algorithm").cast(pl.String), pl.col("link").cast(pl.String))
 
 
+def flow_dependencies(parts: Decomposition) -> tuple[np.ndarray, np.ndarray]:
+    """The flows' dependencies as one CSR (offsets, flow ids) over every bucket, in flow order."""
+    import numpy as np
+
+    shifts = np.cumsum([0] + [s.dep_ptr[-1] for s in parts.flows])
+    offsets = np.concatenate(
+        [s.dep_ptr[:-1] + shift for s, shift in zip(parts.flows, shifts, strict=False)] + [shifts[-1:]]
+    )
+    idx = [s.dep_idx for s in parts.flows]
+    return offsets.astype(np.int64), (np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, dtype=np.int64))
+
+
 FLOW_COLUMNS = (
     "flow_id", "collective_id", "comm_type", "algorithm", "protocol", "channel", "step", "qp", "src_rank",
     "dst_rank", "src_host", "dst_host", "src_rack", "dst_rack", "link", "src_nic", "dst_nic", "src_rail",
@@ -106,8 +119,10 @@ def assemble(
 
     from tracekit.replay.timing import collective_starts, schedule
 
+    import numpy as np
+
     flows = flow_frame(parts, placement, job.world_size)
-    flows, durations = schedule(flows, parts, placement, network)
+    flows, durations = schedule(flows, flow_dependencies(parts), parts, placement, network)
     duration_of = dict(zip(durations["collective_id"].to_list(), durations["model_duration_s"].to_list(), strict=True))
     starts, timing = collective_starts(ds, job, duration_of, notes)
     start_frame = pl.DataFrame(
@@ -115,17 +130,22 @@ def assemble(
         schema={"collective_id": pl.Int64, "collective_start_s": pl.Float64},
     )
     choices = _choices(parts)
-    colls = job.collectives.select("collective_id", "comm_type").join(
-        choices.select("collective_id", "protocol"), on="collective_id", how="left"
-    )
-    flows = (
-        flows.join(start_frame, on="collective_id", how="left")
-        .join(colls, on="collective_id", how="left")
-        .with_columns(start_s=pl.col("collective_start_s").fill_null(0.0) + pl.col("offset_s"))
-        .with_columns(end_s=pl.col("start_s") + pl.col("duration_s"))
-        .sort("flow_id")
-        .select(FLOW_COLUMNS)
-    )
+    # Collective ids are 0..C-1 (the row index of job.collectives): per-flow values by plain indexing.
+    count = job.collectives.height
+    start_of = np.zeros(count)
+    start_of[np.array(list(starts), dtype=np.int64)] = np.array(list(starts.values()), dtype=np.float64)
+    comm_types = job.collectives["comm_type"].cast(pl.Categorical)
+    protocol_of = np.full(count, None, dtype=object)
+    for cid, choice in parts.choice.items():
+        protocol_of[cid] = choice.protocol
+    ids = flows["collective_id"].to_numpy()
+    begin = start_of[ids] + flows["offset_s"].to_numpy()
+    flows = flows.with_columns(
+        comm_type=comm_types.gather(ids).cast(pl.String),
+        protocol=pl.Series(protocol_of[ids], dtype=pl.String) if len(ids) else pl.Series([], dtype=pl.String),
+        start_s=pl.Series(begin),
+        end_s=pl.Series(begin + flows["duration_s"].to_numpy()),
+    ).select(FLOW_COLUMNS)
     network_flows = pl.col("link") == "network"
     totals = flows.group_by("collective_id").agg(
         pl.len().alias("flows"),

@@ -22,8 +22,12 @@ the same order on every member, which ASTRA-sim needs or ranks hang):
   least 1 µs), so the simulator sees the trace's compute time.
 
 Every node depends on the previous step of its rank (data_deps), so each rank runs in order.
-Also written: network.yml (a 1-D Switch of all ranks with the NIC bandwidth/latency of the α–β
-model), system.json and remote_memory.json as in ASTRA-sim's examples, to run:
+Also written: network.yml, a 1-D Switch of all ranks matched to the replay's network
+(`matched_network`: bandwidth in GiB/s, latency per hop, as the analytical backend reads them),
+system.json (one dataset split, so no latency is paid four times; for each collective type the
+implementation of the algorithm the replay used most: ring, doubleBinaryTree for tree, direct,
+halvingDoubling; ASTRA-sim runs its own implementation, not the replay's channels, and the notes
+say where the replay mixed algorithms), remote_memory.json, and run.sh with the command:
 
     AstraSim_Analytical_Congestion_Unaware --workload-configuration=astra/workload \\
       --comm-group-configuration=astra/comm_groups.json --system-configuration=astra/system.json \\
@@ -75,7 +79,7 @@ def write_astra(result: Replay, out: Path, notes: list[str] | None = None) -> li
         json.dumps({str(gid): list(result.groups[g]) for g, gid in group_ids.items() if gid != 0}, indent=1) + "\n"
     )
     paths.append(groups_path)
-    paths.extend(_configs(result, out))
+    paths.extend(_configs(result, out, notes))
     return paths
 
 
@@ -168,15 +172,77 @@ def _rank_nodes(
             previous = block
 
 
-def _configs(result: Replay, out: Path) -> list[Path]:
-    model = result.model
+ASTRA_IMPLEMENTATION = {"ring": "ring", "tree": "doubleBinaryTree", "direct": "direct",
+                        "halving-doubling": "halvingDoubling", "hierarchical": "ring"}  # fmt: skip
+GIB = 1 << 30
+
+
+def matched_network(result: Replay) -> tuple[float, float]:
+    """(bandwidth in GiB/s, latency in ns) of a 1-D Switch whose ring takes the time the replay's ring does.
+
+    ASTRA-sim's analytical backend reads `bandwidth` in GiB/s and pays `latency` on each of a Switch's
+    two hops (research/simulators-run-2.md §4.5). Bandwidth: what a rank's ring step gets on the
+    replay's hosts: min(NICs × NIC rate, NVLink × k/(k−1)) with k GPUs per host taking part (the ring
+    crosses to the next host once per channel per host, so its data spreads over the host's NICs and
+    a GPU sends (k−1)/k of it over NVLink); NVLink alone inside one host. Latency: NCCL's per-step
+    latency of a Simple ring over the world, halved for the two hops.
+    """
+    from tracekit.replay.layout import group_layout
+    from tracekit.replay.nccl.topology import model
+    from tracekit.replay.nccl.tuning import BASE_LATENCY, latency
+
+    placement = result.placement
+    world = max(result.world_size, 1)
+    k = min(placement.gpus_per_host, world)
+    intra = placement.intra_Bps
+    if world <= placement.gpus_per_host:
+        beta = intra
+    else:
+        nics = placement.nics if k == placement.gpus_per_host else max(1, k * placement.nics // placement.gpus_per_host)
+        beta = min(nics * placement.nic_Bps, intra * k / (k - 1) if k > 1 else float("inf"))
+    layout = group_layout(list(range(world)), placement)
+    topo = model(layout, placement, result.options)
+    steps = max(2 * (world - 1), 1)
+    per_step_us = (latency("ALL_REDUCE", "ring", "Simple", topo, placement, world) - BASE_LATENCY["ring"][2]) / steps
+    return beta / GIB, per_step_us * 1e3 / 2
+
+
+def _implementations(result: Replay, notes: list[str] | None) -> dict[str, str]:
+    """The ASTRA-sim implementation of each collective type: the replay's most used algorithm for it."""
+    import polars as pl
+
+    used = (
+        result.collectives.filter(pl.col("comm_type").is_in(list(SIMULATED)) & pl.col("algorithm").is_not_null())
+        .group_by("comm_type", "algorithm")
+        .len()
+        .sort("len", descending=True)
+    )
+    chosen: dict[str, str] = {}
+    for comm_type, algorithm, _ in used.iter_rows():
+        if comm_type not in chosen:
+            chosen[comm_type] = ASTRA_IMPLEMENTATION.get(algorithm, "ring")
+    for comm_type in SIMULATED:
+        algorithms = sorted(set(used.filter(pl.col("comm_type") == comm_type)["algorithm"].to_list()))
+        if len(algorithms) > 1 and notes is not None:
+            notes.append(
+                f"job {result.job}: ASTRA-sim runs one {comm_type} implementation ({chosen[comm_type]}); the replay "
+                f"used {', '.join(algorithms)}, each with its own channels: compare per collective type"
+            )
+    return chosen
+
+
+def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[Path]:
+    bandwidth, latency_ns = matched_network(result)
     network = out / "network.yml"
     network.write_text(
+        "# 1-D Switch matched to tracekit's replay (tracekit.replay.astra.matched_network): bandwidth in GiB/s per\n"
+        "# NPU, latency in ns per hop (a Switch message pays two hops).\n"
         "topology: [ Switch ]\n"
         f"npus_count: [ {result.world_size} ]\n"
-        f"bandwidth: [ {model.beta_inter_Bps / 1e9:g} ]  # GB/s\n"
-        f"latency: [ {model.alpha_inter_s * 1e9:g} ]  # ns\n"
+        f"bandwidth: [ {bandwidth:.6g} ]\n"
+        f"latency: [ {latency_ns:.6g} ]\n"
     )
+    implementations = _implementations(result, notes)
     system = out / "system.json"
     system.write_text(
         json.dumps(
@@ -184,11 +250,11 @@ def _configs(result: Replay, out: Path) -> list[Path]:
                 "scheduling-policy": "LIFO",
                 "endpoint-delay": 10,
                 "active-chunks-per-dimension": 1,
-                "preferred-dataset-splits": 4,
-                "all-reduce-implementation": ["ring"],
-                "all-gather-implementation": ["ring"],
-                "reduce-scatter-implementation": ["ring"],
-                "all-to-all-implementation": ["direct"],
+                "preferred-dataset-splits": 1,
+                "all-reduce-implementation": [implementations.get("ALL_REDUCE", "ring")],
+                "all-gather-implementation": [implementations.get("ALL_GATHER", "ring")],
+                "reduce-scatter-implementation": [implementations.get("REDUCE_SCATTER", "ring")],
+                "all-to-all-implementation": [implementations.get("ALL_TO_ALL", "direct")],
                 "collective-optimization": "localBWAware",
                 "local-mem-bw": 1600,
                 "boost-mode": 0,
@@ -199,4 +265,15 @@ def _configs(result: Replay, out: Path) -> list[Path]:
     )
     memory = out / "remote_memory.json"
     memory.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
-    return [network, system, memory]
+    run = out / "run.sh"
+    run.write_text(
+        "#!/bin/sh\n"
+        f"# ASTRA-sim analytical on the replay of job {result.job}: a 1-D Switch at {bandwidth * GIB / 1e9:.4g} GB/s per NPU,\n"
+        f"# {latency_ns:.4g} ns per hop. Count the 'sys[i] finished' lines: the exit code says nothing (0 with hung\n"
+        "# ranks, 134 at teardown after every rank finished). SIMS: the folder holding bin/.\n"
+        'cd "$(dirname "$0")" && "${SIMS:-../../shared/sims}/bin/AstraSim_Analytical_Congestion_Unaware" '
+        "--workload-configuration=workload --comm-group-configuration=comm_groups.json "
+        "--system-configuration=system.json --network-configuration=network.yml "
+        "--remote-memory-configuration=remote_memory.json\n"
+    )
+    return [network, system, memory, run]

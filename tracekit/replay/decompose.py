@@ -77,8 +77,11 @@ def decompose(
         raise InputError(f"unknown algorithm {algorithm!r}; choose auto or {', '.join(known)}")
     result = Decomposition()
     groups = layouts(job, placement)
-    result.topologies = [communicator(layout, placement, options, job.group_names[g]) for g, layout in
-                         enumerate(groups)]  # fmt: skip
+    result.topologies = [communicator(layout, placement, options, result.notes) for layout in groups]
+    if options.log is not None:
+        used = sum(1 for t in result.topologies if t is not None and t.source != "model")
+        result.notes.append(f"job {job.job}: {used} of {len(groups)} process group(s) run on the rings and trees of "
+                            f"{options.log.path}; the others on NCCL's model")  # fmt: skip
     colls = job.collectives
     uneven = pl.col("is_uneven").fill_null(False) & (pl.col("comm_type") == "ALL_TO_ALL")
     regular = colls.filter((pl.col("group") >= 0) & ~uneven & ~pl.col("comm_type").is_in(NO_DATA))

@@ -4,33 +4,42 @@ Always written (the canonical output; every simulator file is rendered from the 
 
     flows.parquet (or flows.csv)   one row per transfer (tracekit.replay.FLOW_COLUMNS; depends_on
                                    is a ;-separated list in CSV)
-    collectives.parquet            one row per logical collective: algorithm, size S, start, flows, bytes
+    collectives.parquet            one row per logical collective: algorithm, protocol, channels, size
+                                   S, start, modelled duration, NCCL's own estimate, flows, bytes
     matrix_gpu.parquet, matrix_host.parquet, matrix_rack.parquet   traffic matrices (matrices.py)
     indicators.parquet             the job's network indicators, one row (indicators.py)
     burstiness.parquet             network bytes per time bucket
     replay.duckdb                  tables flows and collectives, and every queries/replay/*.sql as a
                                    view over them: `duckdb OUT/replay.duckdb -c "from traffic_matrix_host"`
-    replay.json                    job, placement, network model, Clos, algorithm, timing, notes
+    replay.json                    job, placement, NCCL settings, fabric, algorithm, timing, link
+                                   speeds and run command of each simulator, notes
 
-Formats: hpcc → OUT/hpcc/{flow,topology,trace}.txt; htsim → OUT/htsim/traffic.cm;
-chakra → OUT/astra/workload.<rank>.et, comm_groups.json and run configs.
+Formats: hpcc → OUT/hpcc/{flow,topology,trace,config}.txt and run.sh; htsim → OUT/htsim/traffic.cm,
+topology.topo and run.sh; chakra → OUT/astra/workload.<rank>.et, comm_groups.json, configs and run.sh.
+
+OUT is written whole or not at all: everything goes to a staging folder beside it, which replaces
+OUT in one rename at the end (an interrupted replay leaves OUT as it was); what a previous replay
+left in OUT is replaced, and the notes say so.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
-from tracekit.replay.clos import Clos
 
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.fabric.topology import FabricSpec, Network
     from tracekit.replay import Replay
 
 FORMATS = ("flows", "hpcc", "htsim", "chakra")
+MARKER = "replay.json"
 
 
 def write_all(
@@ -38,35 +47,84 @@ def write_all(
     out: Path,
     formats: list[str],
     csv: bool = False,
-    clos: Clos | None = None,
-    htsim_binary: str = "eqds",
+    fabric: FabricSpec | None = None,
+    htsim_binary: str = "uec",
     include_intra_host: bool = False,
-    qp_scaling: int = 1,
-    ecmp_trials: int = 200,
+    ecmp_trials: int = 64,
 ) -> list[Path]:
     """Every output of `result` into `out` (see the module docstring); returns the files written."""
-    import polars as pl
-
-    from tracekit.replay.indicators import burstiness, network_indicators
-    from tracekit.replay.matrices import gpu_matrix, host_level_matrix, rack_matrix
-
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise InputError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
-    clos = clos or Clos()
+    staging = _staging(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        written = _write(result, staging, formats, csv, fabric, htsim_binary, include_intra_host, ecmp_trials)
+        replaced = _swap(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if replaced:
+        result.notes.append(f"{out}: the earlier replay's files there were replaced")
+    return [out / path.relative_to(staging) for path in written]
+
+
+def _staging(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise InputError(f"{out}: a folder that holds other files than a replay's; choose an empty or new folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = out.parent / f".{out.name}.tracekit-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
     except OSError as exc:
         raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from exc
-    written: list[Path] = []
+    return staging
+
+
+def _swap(staging: Path, out: Path) -> bool:
+    """Move staging into place as out; True when it replaced an earlier replay."""
+    replaced = out.is_dir() and any(out.iterdir())
+    old = out.parent / f".{out.name}.tracekit-old-{os.getpid()}"
+    try:
+        if out.exists():
+            out.rename(old)
+        staging.rename(out)
+    except OSError as exc:
+        if old.exists() and not out.exists():
+            old.rename(out)
+        raise InputError(f"{out}: cannot write the output folder ({exc.strerror})") from exc
+    shutil.rmtree(old, ignore_errors=True)
+    return replaced
+
+
+def _write(
+    result: Replay,
+    out: Path,
+    formats: list[str],
+    csv: bool,
+    fabric: FabricSpec | None,
+    htsim_binary: str,
+    include_intra_host: bool,
+    ecmp_trials: int,
+) -> list[Path]:
+    import polars as pl
+
+    from tracekit.replay.indicators import burstiness, default_fabric, network_indicators
+    from tracekit.replay.matrices import gpu_matrix, host_level_matrix, rack_matrix
+    from tracekit.replay.timing import endpoints
+
+    fabric = fabric or default_fabric(result.placement)
+    network = fabric.build(endpoints(result.placement, result.flows))
+    written: list[Path] = [_write_flows(result.flows, out, csv)]
     notes = list(result.notes)
-    written.append(_write_flows(result.flows, out, csv))
     tables = {
         "collectives": result.collectives,
         "matrix_gpu": gpu_matrix(result.flows),
         "matrix_host": host_level_matrix(result.flows),
         "matrix_rack": rack_matrix(result.flows),
-        "indicators": pl.DataFrame([network_indicators(result, qp_scaling, clos, ecmp_trials)]),
+        "indicators": pl.DataFrame([network_indicators(result, fabric, ecmp_trials)]),
         "burstiness": burstiness(result.flows),
     }
     for name, frame in tables.items():
@@ -77,16 +135,16 @@ def write_all(
     if "hpcc" in formats:
         from tracekit.replay.hpcc import write_hpcc
 
-        written.extend(write_hpcc(result, out / "hpcc", clos, include_intra_host))
+        written.extend(write_hpcc(result, out / "hpcc", network, include_intra_host))
     if "htsim" in formats:
         from tracekit.replay.htsim import write_htsim
 
-        written.extend(write_htsim(result, out / "htsim", htsim_binary, include_intra_host, notes))
+        written.extend(write_htsim(result, out / "htsim", network, htsim_binary, include_intra_host, notes))
     if "chakra" in formats:
         from tracekit.replay.astra import write_astra
 
         written.extend(write_astra(result, out / "astra", notes))
-    written.append(_write_metadata(result, out, formats, clos, htsim_binary, include_intra_host, notes))
+    written.append(_write_metadata(result, out, formats, fabric, network, htsim_binary, include_intra_host, notes))
     return written
 
 
@@ -98,7 +156,9 @@ def _write_flows(flows: pl.DataFrame, out: Path, csv: bool) -> Path:
         flows.write_parquet(path)
         return path
     path = out / "flows.csv"
-    flows.with_columns(pl.col("depends_on").cast(pl.List(pl.String)).list.join(";")).write_csv(path)
+    flows.with_columns(pl.col("depends_on").cast(pl.List(pl.String)).list.join(";")).write_csv(
+        path, float_precision=None
+    )
     return path
 
 
@@ -129,10 +189,30 @@ def _write_duckdb(result: Replay, out: Path) -> Path:
 
 
 def _write_metadata(
-    result: Replay, out: Path, formats: list[str], clos: Clos, binary: str, intra: bool, notes: list[str]
+    result: Replay,
+    out: Path,
+    formats: list[str],
+    fabric: FabricSpec,
+    network: Network,
+    binary: str,
+    intra: bool,
+    notes: list[str],
 ) -> Path:
     flows = result.flows
-    last_start = float(flows["start_s"].max()) if flows.height else 0.0  # type: ignore[arg-type]
+    last_end = float(flows["end_s"].max()) if flows.height else 0.0  # type: ignore[arg-type]
+    simulators: dict[str, Any] = {}
+    if "hpcc" in formats:
+        simulators["hpcc"] = {"run": "sh hpcc/run.sh", "link_gbps": sorted({round(r / 1e9, 6) for r in
+                              _rates(network)})}  # fmt: skip
+    if "htsim" in formats:
+        simulators["htsim"] = {"run": "sh htsim/run.sh", "binary": f"htsim_{binary}",
+                               "linkspeed_mbps": round(network.endpoints.nic_Bps * 8 / 1e6)}  # fmt: skip
+    if "chakra" in formats:
+        from tracekit.replay.astra import GIB, matched_network
+
+        bandwidth, latency = matched_network(result)
+        simulators["astra"] = {"run": "sh astra/run.sh", "bandwidth_gbytes": round(bandwidth * GIB / 1e9, 4),
+                               "latency_ns_per_hop": round(latency, 1)}  # fmt: skip
     meta: dict[str, Any] = {
         "job": result.job,
         "label": result.label,
@@ -141,17 +221,25 @@ def _write_metadata(
         "timing": result.timing,
         "size_convention": "S = collectives.in_bytes (Chakra comm_size: local shard for all-gather)",
         "placement": result.placement.describe(),
-        "network_model": result.model.describe(),
-        "clos": clos.describe(),
+        "nccl": result.options.describe(),
+        "fabric": fabric.describe(),
+        "link_speeds": {"nic_gbps": result.placement.nic_gbps, "intra_host_gbytes": result.placement.intra_Bps / 1e9},
         "formats": formats,
+        "simulators": simulators,
         "network_flows_include_intra_host": intra,
-        "htsim_binary": binary if "htsim" in formats else None,
-        "hpcc_stop_time_s_at_least": round(last_start + 1.0, 3),
+        "replay_end_s": last_end,
+        "hpcc_stop_time_s_at_least": round(last_end + 1.0, 3),
         "flows": flows.height,
         "bytes": int(flows["bytes"].sum()),
         "collectives": result.collectives.height,
         "notes": notes,
     }
-    path = out / "replay.json"
-    path.write_text(json.dumps(meta, indent=2) + "\n")
+    path = out / MARKER
+    path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return path
+
+
+def _rates(network: Network) -> set[float]:
+    from tracekit.fabric.topology import NIC
+
+    return {float(r) * 8 for r in network.capacity_Bps[network.tier >= NIC].tolist()}

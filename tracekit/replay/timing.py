@@ -1,15 +1,21 @@
 """When each flow starts and ends.
 
-Inside a collective: every flow of the collective runs on the fabric (tracekit.fabric: by default
-the ideal non-blocking fabric at the placement's NIC speed, with each GPU's NVLink ports to its
-host's NVSwitch) in a fluid model: a flow starts when the flows it waits for have ended (the
-collective's steps, pipeline pieces and PXN hops), pays NCCL's per-hop latency for its link class,
-algorithm and protocol (tuning.cc hwLat: a pipeline piece that follows an earlier one on the same
-edge pays none, as NCCL overlaps them), then drains at the rate max-min fair sharing leaves it on
-every link it crosses, so the flows of a step that share a NIC or an NVLink port share its
-bandwidth. The collective adds NCCL's base latency (tuning.cc baseLat) and lasts until its last
-flow ends. Collectives with the same flows (same members, algorithm, sizes) are timed once. LL
-moves 8 bytes of flags per 8 of data and LL128 8 per 120: their flows occupy links for that much more.
+Inside a collective: its flows run on the fabric (tracekit.fabric: by default the ideal
+non-blocking fabric at the placement's NIC speed, with each GPU's NVLink ports to its host's
+NVSwitch) under max-min fair sharing. The flows of one step of the collective (a ring step on
+every channel, a wave of a pipelined tree, every pair of an all-to-all with its PXN relays) are
+in flight together: their rates are the max-min fair share of every link they cross, so the
+flows of a step that share a NIC or an NVLink port share its bandwidth. A flow starts when the
+flows it waits for have ended (the collective's steps, pipeline pieces and PXN hops), pays
+NCCL's per-hop latency for its link class, algorithm and protocol (tuning.cc hwLat; a pipeline
+piece that follows an earlier one on the same edge pays none, as NCCL overlaps them), then moves
+its bytes at its step's rate. Rates are fixed per step, not recomputed whenever a flow of the
+step ends: for the symmetric steps of collectives this is what the event-driven fluid model
+(tracekit.fabric.fluid, run with `exact=True`) gives, at a cost of one fair-share solve per step
+instead of one per event (tests compare the two). The collective adds NCCL's base latency
+(tuning.cc baseLat) and lasts until its last flow ends. Collectives with the same flows (same
+members, algorithm, sizes) are timed once. LL moves 8 bytes of flags per 8 of data and LL128 8
+per 120: their flows occupy links for that much more.
 
 The collective itself starts:
 
@@ -49,8 +55,8 @@ LINK_CLASS = {"nvlink": "nvlink", "pcie": "pcie", "network": "net"}
 
 
 def schedule(
-    flows: pl.DataFrame, parts: Decomposition, placement: Placement, network: Network | None = None,
-    routing: str | None = None, seed: int = 0,
+    flows: pl.DataFrame, dependencies: tuple[Any, Any], parts: Decomposition, placement: Placement,
+    network: Network | None = None, routing: str | None = None, seed: int = 0, exact: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
     """Flows with offset_s (start within their collective) and duration_s, and per collective model_duration_s.
 
@@ -67,7 +73,7 @@ def schedule(
     duration = np.zeros(len(ids))
     per_collective: dict[int, float] = {}
     if len(ids):
-        arrays = _flow_arrays(flows, placement)
+        arrays = _flow_arrays(flows, dependencies, placement)
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         ends = np.r_[starts[1:], len(ids)]
         solved: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}
@@ -79,7 +85,7 @@ def schedule(
             key = _signature(arrays, lo, hi, algorithm, protocol)
             if key not in solved:
                 base = BASE_LATENCY.get(algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
-                solved[key] = _solve(arrays, lo, hi, algorithm, protocol, base, network, routing, seed)
+                solved[key] = _solve(arrays, lo, hi, algorithm, protocol, base, network, routing, seed, exact)
             start, end, total = solved[key]
             offset[lo:hi] = start
             duration[lo:hi] = end - start
@@ -120,29 +126,29 @@ def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
     )
 
 
-def _flow_arrays(flows: pl.DataFrame, placement: Placement) -> dict[str, Any]:
+def _flow_arrays(flows: pl.DataFrame, dependencies: tuple[Any, Any], placement: Placement) -> dict[str, Any]:
     import numpy as np
+
+    from tracekit.replay.indicators import connection_key
 
     src_rank = flows["src_rank"].to_numpy().astype(np.int64)
     dst_rank = flows["dst_rank"].to_numpy().astype(np.int64)
-    src = placement.locate(src_rank)
-    dst = placement.locate(dst_rank)
-    deps = flows["depends_on"]
-    dep_lengths = deps.list.len().fill_null(0).to_numpy().astype(np.int64)
-    dep_ptr = np.zeros(len(dep_lengths) + 1, dtype=np.int64)
-    np.cumsum(dep_lengths, out=dep_ptr[1:])
-    dep_idx = deps.explode().drop_nulls().to_numpy().astype(np.int64) if dep_ptr[-1] else np.zeros(0, np.int64)
+    world = int(max(src_rank.max(), dst_rank.max())) + 1
+    where = placement.locate(np.arange(world, dtype=np.int64))
+    gpu = where["host"] * placement.gpus_per_host + where["gpu"]  # global GPU id of each rank
+    dep_ptr, dep_idx = dependencies
     network = (flows["link"] == "network").to_numpy()
     return {
-        "src_gpu": src["host"] * placement.gpus_per_host + src["gpu"],
-        "dst_gpu": dst["host"] * placement.gpus_per_host + dst["gpu"],
+        "src_gpu": gpu[src_rank],
+        "dst_gpu": gpu[dst_rank],
         "src_nic": flows["src_nic"].fill_null(-1).to_numpy().astype(np.int64),
         "dst_nic": flows["dst_nic"].fill_null(-1).to_numpy().astype(np.int64),
-        "qp": flows["qp"].to_numpy().astype(np.int64),
+        "qp": connection_key(flows),
         "channel": flows["channel"].to_numpy().astype(np.int64),
         "network": network,
         "link": flows["link"].to_numpy(),
         "bytes": flows["bytes"].to_numpy().astype(np.int64),
+        "step": flows["step"].to_numpy().astype(np.int64),
         "src_rank": src_rank,
         "dst_rank": dst_rank,
         "dep_ptr": dep_ptr,
@@ -164,7 +170,7 @@ def _signature(arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protoco
 
 def _solve(
     arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str, base_s: float, network: Network,
-    routing: str | None, seed: int,
+    routing: str | None, seed: int, exact: bool = False,
 ) -> tuple[Any, Any, float]:  # fmt: skip
     """Start and end (relative to the collective's start) of flows lo..hi, and the collective's duration."""
     import numpy as np
@@ -193,9 +199,61 @@ def _solve(
     latency = np.where(_follows(arrays, lo, hi, ptr, idx), 0.0, latency) + incidence.path_latency_s
     release = np.full(hi - lo, base_s)
     sizes = arrays["bytes"][lo:hi] * WIRE_FACTOR[protocol]
-    result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
-    end = np.where(np.isfinite(result.end_s), result.end_s, base_s)
-    return result.start_s, end, float(end.max(initial=base_s))
+    if exact:
+        result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
+        start, end = result.start_s, result.end_s
+    else:
+        start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, arrays["step"][lo:hi])
+    end = np.where(np.isfinite(end), end, base_s)
+    return start, end, float(end.max(initial=base_s))
+
+
+def waves(
+    incidence: Any, capacity: Any, sizes: Any, release: Any, latency: Any, ptr: Any, idx: Any, step: Any
+) -> tuple[Any, Any]:
+    """Start and end of every flow: the max-min fair rates of each step's flows in flight together, then
+    every flow after the flows it waits for (see the module docstring). Dependencies point to earlier
+    flows; those inside one step (a PXN relay and its send) are followed in a few passes."""
+    import numpy as np
+
+    from tracekit.fabric.fairshare import max_min_rates, ranges
+
+    count = len(sizes)
+    order = np.lexsort((np.arange(count), step))
+    bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
+    entry_step = step[incidence.flow]
+    entries = np.argsort(entry_step, kind="stable")  # still sorted by flow within a step
+    entry_bounds = np.searchsorted(entry_step[entries], step[order][bounds[:-1]])
+    entry_bounds = np.r_[entry_bounds, len(entries)]
+    start = np.zeros(count)
+    end = np.full(count, np.inf)
+    local = np.zeros(count, dtype=np.int64)
+    for w in range(len(bounds) - 1):
+        members = order[bounds[w] : bounds[w + 1]]
+        local[members] = np.arange(len(members))
+        chosen = entries[entry_bounds[w] : entry_bounds[w + 1]]
+        ef = local[incidence.flow[chosen]]
+        keep = np.argsort(ef, kind="stable")
+        rates = max_min_rates(ef[keep], incidence.link[chosen][keep], incidence.weight[chosen][keep], len(members),
+                              capacity)  # fmt: skip
+        with np.errstate(divide="ignore", invalid="ignore"):
+            moving = np.where(sizes[members] > 0, sizes[members] / rates, 0.0)
+        has_links = np.bincount(ef, minlength=len(members)) > 0
+        duration = latency[members] + np.where(has_links, moving, 0.0)
+        counts = ptr[members + 1] - ptr[members]
+        flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(len(members)), counts)
+        ready = release[members].astype(np.float64)
+        for _ in range(8):  # dependencies inside the step are at most a few hops deep (PXN relay, then send)
+            waited = ready.copy()
+            if len(flat):
+                np.maximum.at(waited, owner, end[flat])
+            settled = np.array_equal(start[members], waited) and np.isfinite(waited).all()
+            start[members] = waited
+            end[members] = waited + duration
+            if settled or not len(flat):
+                break
+    return start, end
 
 
 def _follows(arrays: dict[str, Any], lo: int, hi: int, ptr: Any, idx: Any) -> Any:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
 
 if TYPE_CHECKING:
-    from tracekit.replay.nccl.log import NcclLog
+    from tracekit.parsers.nccl_log import NcclLog
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 IN_NETWORK = ("none", "nvls", "collnet")
@@ -40,7 +40,7 @@ class NcclOptions:
             raise InputError(f"gpu_arch must be 70, 80, 90 or 100, not {self.gpu_arch!r}")
 
     def describe(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = asdict(replace(self, log=None))
         out["log"] = None if self.log is None else self.log.path
         return out
 
