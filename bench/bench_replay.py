@@ -2,8 +2,9 @@
 
 Workload: one synthetic job of `--ranks` ranks (8 GPUs per host) with `--collectives` collectives in
 its whole-world group, a DLRM/FSDP-like mix: ring AllReduce, ring AllGather, ring ReduceScatter,
-direct AllToAll (sizes 64 KiB .. 64 MiB), decomposed by tracekit.replay.decompose + the flows table
-(ranks, hosts, racks, depends_on) of tracekit.replay.assemble.flow_frame.
+direct AllToAll (sizes 64 KiB .. 64 MiB), on 16 NCCL channels with 2 QPs per connection, decomposed by
+tracekit.replay.decompose + the flows table (channels, QPs, ranks, hosts, racks, NICs, rails,
+depends_on) of tracekit.replay.assemble.flow_frame.
 
 Baselines:
 * write: the time to write a table of the same number of rows and the same columns to Parquet
@@ -29,7 +30,7 @@ import polars as pl
 from tracekit.replay.assemble import flow_frame
 from tracekit.replay.collectives import JobCollectives
 from tracekit.replay.decompose import decompose
-from tracekit.replay.model import NetworkModel
+from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.placement import Placement
 
 MIX = ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL")
@@ -74,10 +75,12 @@ def synthetic_job(ranks: int, count: int, seed: int = 0) -> JobCollectives:
     return JobCollectives("bench", ranks, [tuple(range(ranks))], [None], colls, parts)
 
 
-def decomposition(job: JobCollectives) -> tuple[float, pl.DataFrame]:
+def decomposition(job: JobCollectives, channels: int = 16, qps: int = 2) -> tuple[float, pl.DataFrame]:
+    """Decompose every collective (ring for AllReduce; AllToAll keeps direct) on `channels` NCCL channels
+    with `qps` QPs per connection, and build the flows table."""
     started = time.perf_counter()
-    # "ring" for AllReduce so the loop baseline emits exactly the same flows; AllToAll keeps direct.
-    parts = decompose(job, Placement(), NetworkModel(), algorithm="ring", max_flows=10**9)
+    options = NcclOptions(channels=channels, qps=qps)
+    parts = decompose(job, Placement(), options, algorithm="ring", max_flows=10**9)
     flows = flow_frame(parts, Placement(), job.world_size)
     return time.perf_counter() - started, flows
 

@@ -462,6 +462,52 @@ class GpuArch(StrEnum):
 
 GPU_ARCH = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 
+# Options `replay` and `whatif` share: where the ranks run and what NCCL does.
+PlacementFile = Annotated[
+    Path | None,
+    typer.Option("--placement", help="Placement file (JSON/TOML/YAML): GPUs and NICs per host, rails, link speeds, hosts."),
+]
+GpusPerHost = Annotated[int | None, typer.Option(help="GPUs per host (default 8).")]
+HostsPerRack = Annotated[int | None, typer.Option(help="Hosts per rack/leaf (default 2).")]
+NicsPerHost = Annotated[int | None, typer.Option(help="NICs per host (default one per GPU).")]
+NicGbps = Annotated[float | None, typer.Option(help="NIC line rate in Gb/s (default 400).")]
+CrossNic = Annotated[
+    int | None, typer.Option(help="NCCL_CROSS_NIC: 0 rings and trees stay on one NIC (rail), 1 free, 2 (default) pairs.")
+]
+Channels = Annotated[int | None, typer.Option(help="NCCL channels per communicator (default: what NCCL picks).")]
+QpsPerConnection = Annotated[int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION: QPs (distinct flows) per connection.")]
+Pxn = Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p across hosts (NCCL >= 2.12).")]
+ProtocolOpt = Annotated[Protocol, typer.Option("--protocol", help="NCCL_PROTO; auto: NCCL's tuner.")]
+InNetworkOpt = Annotated[
+    InNetwork,
+    typer.Option("--in-network-reduction", help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce."),
+]
+GpuArchOpt = Annotated[GpuArch, typer.Option("--gpu-arch", help="GPU generation of NCCL's tuning tables.")]
+NcclLogOpt = Annotated[
+    Path | None,
+    typer.Option("--nccl-log", help="An NCCL_DEBUG=INFO log of the job: its rings, trees and NICs instead of the model's."),
+]
+AlgorithmOpt = Annotated[
+    ReplayAlgorithm, typer.Option("--algorithm", help="Collective algorithm; auto runs NCCL's cost model per size and group.")
+]
+
+
+def _nccl_options(
+    channels: int | None, qps: int, pxn: bool, protocol: Protocol, in_network: InNetwork, gpu_arch: GpuArch,
+    nccl_log: Path | None,
+) -> Any:  # fmt: skip
+    from tracekit.replay import NcclOptions
+
+    return NcclOptions(
+        channels=channels,
+        qps=qps,
+        pxn=pxn,
+        protocol=None if protocol is Protocol.auto else protocol.value,
+        in_network=in_network.value,
+        gpu_arch=GPU_ARCH[gpu_arch.value],
+        log=_nccl_log(nccl_log),
+    )
+
 
 @app.command()
 def replay(
@@ -479,36 +525,20 @@ def replay(
             "topology, run.sh), chakra (ASTRA-sim .et per rank + configs), or all.",
         ),
     ] = None,
-    algorithm: Annotated[
-        ReplayAlgorithm, typer.Option(help="Collective algorithm; auto runs NCCL's cost model per size and group.")
-    ] = ReplayAlgorithm.auto,
-    placement: Annotated[
-        Path | None,
-        typer.Option(help="Placement file (JSON/TOML/YAML): GPUs and NICs per host, rails, link speeds, hosts."),
-    ] = None,
-    gpus_per_host: Annotated[int | None, typer.Option(help="GPUs per host (default 8).")] = None,
-    hosts_per_rack: Annotated[int | None, typer.Option(help="Hosts per rack/leaf (default 2).")] = None,
-    nics_per_host: Annotated[int | None, typer.Option(help="NICs per host (default one per GPU).")] = None,
-    nic_gbps: Annotated[float | None, typer.Option(help="NIC line rate in Gb/s (default 400).")] = None,
-    cross_nic: Annotated[
-        int | None, typer.Option(help="NCCL_CROSS_NIC: 0 rings and trees stay on one NIC (rail), 1 free, 2 (default) pairs.")
-    ] = None,
-    channels: Annotated[
-        int | None, typer.Option(help="NCCL channels per communicator (default: what NCCL picks for the hosts).")
-    ] = None,
-    qps_per_connection: Annotated[
-        int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION: QPs (distinct flows) per connection.")
-    ] = 1,
-    pxn: Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p across hosts (NCCL >= 2.12).")] = True,
-    protocol: Annotated[Protocol, typer.Option(help="NCCL_PROTO; auto: NCCL's tuner.")] = Protocol.auto,
-    in_network_reduction: Annotated[
-        InNetwork, typer.Option(help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce.")
-    ] = InNetwork.none,
-    gpu_arch: Annotated[GpuArch, typer.Option(help="GPU generation of NCCL's tuning tables.")] = GpuArch.hopper,
-    nccl_log: Annotated[
-        Path | None,
-        typer.Option(help="An NCCL_DEBUG=INFO log of the job: its rings, trees and NICs instead of the model's."),
-    ] = None,
+    algorithm: AlgorithmOpt = ReplayAlgorithm.auto,
+    placement: PlacementFile = None,
+    gpus_per_host: GpusPerHost = None,
+    hosts_per_rack: HostsPerRack = None,
+    nics_per_host: NicsPerHost = None,
+    nic_gbps: NicGbps = None,
+    cross_nic: CrossNic = None,
+    channels: Channels = None,
+    qps_per_connection: QpsPerConnection = 1,
+    pxn: Pxn = True,
+    protocol: ProtocolOpt = Protocol.auto,
+    in_network_reduction: InNetworkOpt = InNetwork.none,
+    gpu_arch: GpuArchOpt = GpuArch.hopper,
+    nccl_log: NcclLogOpt = None,
     fabric: Annotated[
         str | None,
         typer.Option(help="Fabric file (TOML/JSON/YAML) or preset for the ECMP indicator and the HPCC/htsim topology."),
@@ -548,19 +578,11 @@ def replay(
     if "all" in wanted:
         wanted = ["flows", "hpcc", "htsim", "chakra"]
     try:
-        from tracekit.replay import NcclOptions, write_outputs
+        from tracekit.replay import write_outputs
         from tracekit.replay import replay as run_replay
 
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
-        options = NcclOptions(
-            channels=channels,
-            qps=qps_per_connection,
-            pxn=pxn,
-            protocol=None if protocol is Protocol.auto else protocol.value,
-            in_network=in_network_reduction.value,
-            gpu_arch=GPU_ARCH[gpu_arch.value],
-            log=_nccl_log(nccl_log),
-        )
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, in_network_reduction, gpu_arch, nccl_log)
         network = _fabric(fabric)
         if fleet:
             _replay_fleet(console, dataset, out, algorithm.value, where, quiet)
@@ -618,57 +640,164 @@ def _nccl_log(path: Path | None) -> Any:
 
 
 def _fabric(value: str | None) -> Any:
+    """A fabric preset by name, else a fabric file (None: the command's default)."""
     if value is None:
         return None
-    from tracekit.fabric import load_fabric
+    from tracekit.fabric.files import load_fabric
+    from tracekit.fabric.presets import PRESETS
 
-    return load_fabric(value)
+    return PRESETS[value] if value in PRESETS else load_fabric(value)
 
 
-def _replay_fleet(console: Console, dataset: Path, out: Path, algorithm: str, where: Any, quiet: bool) -> None:
-    from tracekit.errors import InputError
-    from tracekit.replay import fleet_locality
+class Routing(StrEnum):
+    """`whatif --routing`: how flows are spread over equal-cost paths."""
 
-    with _counter(console, quiet, "replay", "jobs") as advance:
-        table = fleet_locality(dataset, algorithm=algorithm, placement=where, progress=advance)
+    ecmp = "ecmp"
+    pinned = "pinned"
+    spray = "spray"
+
+
+class TableFormat(StrEnum):
+    """`whatif --format`: table (on screen), csv, json or parquet (the file's suffix decides when omitted)."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+@app.command()
+def whatif(
+    dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")],
+    fabric: Annotated[
+        list[str],
+        typer.Option("--fabric", help="A fabric preset (see README, Fabrics) or file (TOML/JSON/YAML); repeatable."),
+    ],
+    job: Annotated[
+        str | None, typer.Option("--job", "-j", help="The job to time (may be left out when the dataset has one).")
+    ] = None,
+    routing: Annotated[
+        list[Routing] | None,
+        typer.Option("--routing", help="ecmp (hash per QP flow, over --seeds seeds), pinned, spray; repeatable."),
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="ECMP hash seeds (the table gives the median and p95).")] = 8,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the table to this file (csv/json/parquet).")] = None,
+    output_format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="Output format.")] = None,
+    algorithm: AlgorithmOpt = ReplayAlgorithm.auto,
+    placement: PlacementFile = None,
+    gpus_per_host: GpusPerHost = None,
+    hosts_per_rack: HostsPerRack = None,
+    nics_per_host: NicsPerHost = None,
+    nic_gbps: NicGbps = None,
+    cross_nic: CrossNic = None,
+    channels: Channels = None,
+    qps_per_connection: QpsPerConnection = 1,
+    pxn: Pxn = True,
+    protocol: ProtocolOpt = Protocol.auto,
+    in_network_reduction: InNetworkOpt = InNetwork.none,
+    gpu_arch: GpuArchOpt = GpuArch.hopper,
+    nccl_log: NcclLogOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table on screen.")] = False,
+) -> None:
+    """Time a job's collectives on candidate fabrics and routings against the ideal fabric of the same NICs.
+
+    Example: tracekit whatif sample.dataset --job captured/moe_alltoall --gpus-per-host 1 --fabric clos2-1to1 --fabric dgx-h100-superpod --routing ecmp --routing spray
+
+    One row per fabric × routing × collective type (and 'all' for the job): collectives, network bytes,
+    time (median over ECMP seeds, and p95), the ideal fabric's time, slowdown, and the busiest network
+    link's utilisation. Exit code 0: done; 2: unknown job, fabric or option; 3: no such dataset, or the
+    file cannot be written; 130: interrupted.
+    """
+    from rich.console import Console
+
+    from tracekit.errors import InputError, OutputError, TracekitError
+
+    console = Console(stderr=True)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        from tracekit.replay import whatif as run_whatif
+        from tracekit.replay.whatif import plan
+
+        specs = [_fabric(f) for f in fabric]
+        routings = [r.value for r in routing] if routing else None
+        kind = output_format.value if output_format else (out.suffix.lstrip(".").lower() if out else "table")
+        if kind not in ("table", "csv", "json", "parquet") or (out is not None and kind == "table"):
+            raise InputError(f"--out {out}: say --format csv, json or parquet (its suffix says none of them)")
+        where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, in_network_reduction, gpu_arch, nccl_log)
+        total = len(plan(specs, routings, seeds))
+        with _counter(console, quiet, "whatif", "fabric runs", total=total) as advance:
+            result = run_whatif(dataset, job, specs, routings, where, options, algorithm.value, seeds, advance)
+        if out is not None:
+            _write_frame(result.table, kind, out)
+    except TracekitError as exc:
+        _fail(console, exc)
     except OSError as exc:
-        raise InputError(f"{out}: cannot create the output folder ({exc.strerror})") from exc
-    table.write_parquet(out / "fleet_locality.parquet")
+        _fail(console, OutputError(f"{out}: cannot write ({exc.strerror})"))
     if not quiet:
-        for row in table.iter_rows(named=True):
-            share = row["intra_host_share"]
-            console.print(
-                f"{row['class']}: {row['jobs']} jobs, {_human_bytes(row['bytes'])}, "
-                f"{'-' if share is None else f'{share:.1%}'} inside a host",
-                highlight=False,
-            )
-        console.print(f"→ {out / 'fleet_locality.parquet'}", highlight=False)
+        _whatif_summary(console, result, out)
+
+
+def _write_frame(frame: Any, kind: str, out: Path) -> None:
+    if kind == "parquet":
+        frame.write_parquet(out)
+    elif kind == "json":
+        frame.write_json(out)
+    else:
+        frame.write_csv(out, float_precision=None)
+
+
+def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"job {_escape(result.job)}: collectives timed per fabric", title_justify="left")
+    for name in ("fabric", "routing", "collectives", "time", "p95", "ideal", "slowdown", "p95 slowdown", "busiest link"):
+        table.add_column(name, justify="left" if name in ("fabric", "routing", "collectives") else "right")
+    for row in result.table.iter_rows(named=True):
+        table.add_row(
+            _escape(row["fabric"]), row["routing"], f"{row['comm_type']} ({row['collectives']:,})", _ms(row["time_s"]),
+            _ms(row["time_p95_s"]), _ms(row["ideal_s"]), f"{row['slowdown']:.2f}x", f"{row['slowdown_p95']:.2f}x",
+            "-" if row["busiest_link_utilisation"] is None else f"{row['busiest_link_utilisation']:.0%}",
+        )  # fmt: skip
+    console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {_escape(note)}", highlight=False, soft_wrap=True)
+    if out is not None:
+        console.print(f"→ {out}", highlight=False)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:,.3f} ms"
 
 
 class _counter:
     """A counting progress line on a terminal (long replays); nothing otherwise."""
 
-    def __init__(self, console: Console, quiet: bool, what: str, unit: str) -> None:
+    def __init__(self, console: Console, quiet: bool, what: str, unit: str, total: int | None = None) -> None:
         self.enabled = console.is_terminal and not quiet
-        self.console, self.what, self.unit = console, what, unit
+        self.console, self.what, self.unit, self.total = console, what, unit, total
 
     def __enter__(self) -> Any:
         if not self.enabled:
             return None
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            SpinnerColumn(),
-            TextColumn(self.what),
-            TextColumn("{task.completed:,} " + self.unit),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
         )
+
+        if self.total is None:
+            columns: list[Any] = [SpinnerColumn(), TextColumn(self.what), TextColumn("{task.completed:,} " + self.unit),
+                                  TimeElapsedColumn()]  # fmt: skip
+        else:
+            columns = [TextColumn(self.what), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} " + self.unit),
+                       TaskProgressColumn(), TimeRemainingColumn()]  # fmt: skip
+        self.bar = Progress(*columns, console=self.console, transient=True)
         self.bar.start()
-        task = self.bar.add_task(self.what, total=None)
+        task = self.bar.add_task(self.what, total=self.total)
         return lambda done: self.bar.update(task, advance=done)
 
     def __exit__(self, *exc: object) -> None:

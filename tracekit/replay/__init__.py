@@ -48,6 +48,7 @@ __all__ = [
     "host_matrix",
     "load_placement",
     "replay",
+    "whatif",
     "write_outputs",
 ]
 
@@ -73,6 +74,8 @@ class Replay:
     iterations: int = 1
     notes: list[str] = field(default_factory=list)
     topologies: list[Any] = field(default_factory=list)  # per group: its NCCL CommTopology
+    dependencies: tuple[Any, Any] | None = None  # the flows' depends_on as CSR (offsets, flow ids)
+    choices: dict[int, tuple[str, str]] = field(default_factory=dict)  # collective_id -> (algorithm, protocol)
 
 
 def replay(
@@ -109,7 +112,7 @@ def _replay(
     max_flows: int,
     progress: Callable[[int], None] | None,
 ) -> Replay:
-    from tracekit.replay.assemble import assemble
+    from tracekit.replay.assemble import assemble, flow_dependencies
     from tracekit.replay.collectives import load_job
     from tracekit.replay.decompose import decompose
     from tracekit.replay.indicators import class_of, iterations_of, job_label
@@ -146,6 +149,8 @@ def _replay(
         iterations=iterations_of(ds, job),
         notes=notes,
         topologies=parts.topologies,
+        dependencies=flow_dependencies(parts),
+        choices={cid: (c.algorithm, c.protocol) for cid, c in parts.choice.items()},
     )
 
 
@@ -179,3 +184,10 @@ def fleet_locality(dataset: TraceDataset | str | Path, **options: Any) -> pl.Dat
     from tracekit.replay.indicators import fleet_locality as build
 
     return build(dataset, **options)
+
+
+def whatif(*args: Any, **kwargs: Any) -> Any:
+    """A job's collectives timed on candidate fabrics and routings (tracekit.replay.whatif.whatif)."""
+    from tracekit.replay.whatif import whatif as run
+
+    return run(*args, **kwargs)

@@ -84,7 +84,8 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
         }
     )
     frame: pl.DataFrame = pl.from_arrow(table)  # type: ignore[assignment]
-    return frame.with_columns(pl.col("algorithm").cast(pl.String), pl.col("link").cast(pl.String))
+    # Text columns stay dictionary-encoded (Categorical): millions of rows hold a handful of values.
+    return frame.with_columns(pl.col("algorithm").cast(pl.Categorical), pl.col("link").cast(pl.Categorical))
 
 
 def flow_dependencies(parts: Decomposition) -> tuple[np.ndarray, np.ndarray]:
@@ -141,8 +142,10 @@ def assemble(
     ids = flows["collective_id"].to_numpy()
     begin = start_of[ids] + flows["offset_s"].to_numpy()
     flows = flows.with_columns(
-        comm_type=comm_types.gather(ids).cast(pl.String),
-        protocol=pl.Series(protocol_of[ids], dtype=pl.String) if len(ids) else pl.Series([], dtype=pl.String),
+        comm_type=comm_types.gather(ids),
+        protocol=pl.Series(protocol_of[ids], dtype=pl.String).cast(pl.Categorical)
+        if len(ids)
+        else pl.Series([], dtype=pl.Categorical),
         start_s=pl.Series(begin),
         end_s=pl.Series(begin + flows["duration_s"].to_numpy()),
     ).select(FLOW_COLUMNS)

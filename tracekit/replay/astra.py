@@ -184,12 +184,16 @@ def matched_network(result: Replay) -> tuple[float, float]:
     two hops (research/simulators-run-2.md §4.5). Bandwidth: what a rank's ring step gets on the
     replay's hosts: min(NICs × NIC rate, NVLink × k/(k−1)) with k GPUs per host taking part (the ring
     crosses to the next host once per channel per host, so its data spreads over the host's NICs and
-    a GPU sends (k−1)/k of it over NVLink); NVLink alone inside one host. Latency: NCCL's per-step
-    latency of a Simple ring over the world, halved for the two hops.
+    a GPU sends (k−1)/k of it over NVLink); NVLink alone inside one host; divided by the wire factor
+    of the protocol that carries most of the job's bytes (LL 2, LL128 128/120). Latency: NCCL's
+    per-step latency of a ring over the world in that protocol, halved for the two hops.
     """
+    import polars as pl
+
     from tracekit.replay.layout import group_layout
     from tracekit.replay.nccl.topology import model
-    from tracekit.replay.nccl.tuning import BASE_LATENCY, latency
+    from tracekit.replay.nccl.tuning import BASE_LATENCY, PROTOCOLS, latency
+    from tracekit.replay.timing import WIRE_FACTOR
 
     placement = result.placement
     world = max(result.world_size, 1)
@@ -200,11 +204,20 @@ def matched_network(result: Replay) -> tuple[float, float]:
     else:
         nics = placement.nics if k == placement.gpus_per_host else max(1, k * placement.nics // placement.gpus_per_host)
         beta = min(nics * placement.nic_Bps, intra * k / (k - 1) if k > 1 else float("inf"))
+    colls = result.collectives
+    protocol = "Simple"
+    if colls.height and "protocol" in colls.columns:
+        by_bytes = colls.filter(pl.col("protocol").is_in(list(PROTOCOLS))).group_by("protocol").agg(
+            pl.col("bytes").sum()
+        )
+        if by_bytes.height:
+            protocol = str(by_bytes.sort("bytes", descending=True)["protocol"][0])
     layout = group_layout(list(range(world)), placement)
     topo = model(layout, placement, result.options)
     steps = max(2 * (world - 1), 1)
-    per_step_us = (latency("ALL_REDUCE", "ring", "Simple", topo, placement, world) - BASE_LATENCY["ring"][2]) / steps
-    return beta / GIB, per_step_us * 1e3 / 2
+    base = BASE_LATENCY["ring"][PROTOCOLS.index(protocol)]
+    per_step_us = (latency("ALL_REDUCE", "ring", protocol, topo, placement, world) - base) / steps
+    return beta / WIRE_FACTOR[protocol] / GIB, per_step_us * 1e3 / 2
 
 
 def _implementations(result: Replay, notes: list[str] | None) -> dict[str, str]:
@@ -256,7 +269,8 @@ def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[
                 "reduce-scatter-implementation": [implementations.get("REDUCE_SCATTER", "ring")],
                 "all-to-all-implementation": [implementations.get("ALL_TO_ALL", "direct")],
                 "collective-optimization": "localBWAware",
-                "local-mem-bw": 1600,
+                # the replay models no reduction cost (NCCL's kernels overlap it with the transfers)
+                "local-mem-bw": 100000,
                 "boost-mode": 0,
             },
             indent=2,

@@ -35,6 +35,7 @@ The collective itself starts:
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,37 +66,80 @@ def schedule(
     import numpy as np
     import polars as pl
 
-    from tracekit.replay.nccl.tuning import BASE_LATENCY, PROTOCOLS
-
     network = network if network is not None else ideal_network(placement, flows)
-    ids = flows["collective_id"].to_numpy()
-    offset = np.zeros(len(ids))
-    duration = np.zeros(len(ids))
-    per_collective: dict[int, float] = {}
-    if len(ids):
-        arrays = _flow_arrays(flows, dependencies, placement)
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-        ends = np.r_[starts[1:], len(ids)]
-        solved: dict[bytes, tuple[np.ndarray, np.ndarray, float]] = {}
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            cid = int(ids[lo])
-            choice = parts.choice.get(cid)
-            algorithm = choice.algorithm if choice else "p2p"
-            protocol = choice.protocol if choice and choice.protocol in PROTOCOLS else "Simple"
-            key = _signature(arrays, lo, hi, algorithm, protocol)
-            if key not in solved:
-                base = BASE_LATENCY.get(algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
-                solved[key] = _solve(arrays, lo, hi, algorithm, protocol, base, network, routing, seed, exact)
-            start, end, total = solved[key]
-            offset[lo:hi] = start
-            duration[lo:hi] = end - start
-            per_collective[cid] = total
+    timer = Timer(flows, dependencies, {cid: (c.algorithm, c.protocol) for cid, c in parts.choice.items()}, placement)
+    offset = np.zeros(flows.height)
+    duration = np.zeros(flows.height)
+    run = timer.run(network, routing, seed, exact)
+    for (lo, hi), key in zip(timer.slices, timer.keys, strict=True):
+        start, end, _ = run.solved[key]
+        offset[lo:hi] = start
+        duration[lo:hi] = end - start
     flows = flows.with_columns(offset_s=pl.Series(offset), duration_s=pl.Series(duration))
     table = pl.DataFrame(
-        {"collective_id": list(per_collective), "model_duration_s": list(per_collective.values())},
+        {"collective_id": timer.ids, "model_duration_s": run.durations},
         schema={"collective_id": pl.Int64, "model_duration_s": pl.Float64},
     )
     return flows, table
+
+
+@dataclass
+class TimedRun:
+    """One timing of a job's collectives on one network: per collective (Timer.ids order) its duration,
+    every distinct collective's flows' start and end, and the bytes each link carried in all."""
+
+    durations: list[float]
+    solved: dict[bytes, tuple[Any, Any, float]]
+    link_bytes: Any  # float64 per link of the network
+
+
+class Timer:
+    """A job's collectives ready to be timed on any network: their flows' arrays, and which collectives
+    share flows (timed once)."""
+
+    def __init__(
+        self, flows: pl.DataFrame, dependencies: tuple[Any, Any], choices: dict[int, tuple[str, str]],
+        placement: Placement,
+    ) -> None:  # fmt: skip
+        import numpy as np
+
+        from tracekit.replay.nccl.tuning import PROTOCOLS
+
+        ids = flows["collective_id"].to_numpy()
+        self.arrays = _flow_arrays(flows, dependencies, placement) if len(ids) else {}
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
+        ends = np.r_[starts[1:], len(ids)] if len(ids) else starts
+        self.slices = list(zip(starts.tolist(), ends.tolist(), strict=True))
+        self.ids = [int(ids[lo]) for lo, _ in self.slices]
+        self.kinds: list[tuple[str, str]] = []
+        self.keys: list[bytes] = []
+        for cid, (lo, hi) in zip(self.ids, self.slices, strict=True):
+            algorithm, protocol = choices.get(cid, ("p2p", "Simple"))
+            protocol = protocol if protocol in PROTOCOLS else "Simple"
+            self.kinds.append((algorithm, protocol))
+            self.keys.append(_signature(self.arrays, lo, hi, algorithm, protocol))
+
+    def run(self, network: Network, routing: str | None = None, seed: int = 0, exact: bool = False) -> TimedRun:
+        import numpy as np
+
+        from tracekit.fabric.routing import link_loads
+        from tracekit.replay.nccl.tuning import BASE_LATENCY, PROTOCOLS
+
+        solved: dict[bytes, tuple[Any, Any, float]] = {}
+        loads: dict[bytes, Any] = {}
+        link_bytes = np.zeros(network.links)
+        durations = []
+        for (lo, hi), key, (algorithm, protocol) in zip(self.slices, self.keys, self.kinds, strict=True):
+            if key not in solved:
+                base = BASE_LATENCY.get(algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
+                start, end, total, incidence, sizes = _solve(
+                    self.arrays, lo, hi, algorithm, protocol, base, network, routing, seed, exact
+                )
+                solved[key] = (start, end, total)
+                loads[key] = link_loads(incidence, sizes)
+            link_bytes += loads[key]
+            durations.append(solved[key][2])
+        return TimedRun(durations, solved, link_bytes)
 
 
 def ideal_network(placement: Placement, flows: pl.DataFrame) -> Network:
@@ -171,8 +215,9 @@ def _signature(arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protoco
 def _solve(
     arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str, base_s: float, network: Network,
     routing: str | None, seed: int, exact: bool = False,
-) -> tuple[Any, Any, float]:  # fmt: skip
-    """Start and end (relative to the collective's start) of flows lo..hi, and the collective's duration."""
+) -> tuple[Any, Any, float, Any, Any]:  # fmt: skip
+    """Start and end (relative to the collective's start) of flows lo..hi, the collective's duration, and
+    the flows' incidence and wire sizes on the network."""
     import numpy as np
 
     from tracekit.fabric.fluid import simulate
@@ -205,7 +250,7 @@ def _solve(
     else:
         start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, arrays["step"][lo:hi])
     end = np.where(np.isfinite(end), end, base_s)
-    return start, end, float(end.max(initial=base_s))
+    return start, end, float(end.max(initial=base_s)), incidence, sizes
 
 
 def waves(

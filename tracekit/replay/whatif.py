@@ -1,0 +1,157 @@
+"""Fabric what-if: a job's collectives timed on candidate fabrics, routings and link speeds.
+
+The job is replayed once (its flows: channels, NICs, QPs, PXN, as NCCL sends them); then every
+collective runs on each fabric under each routing, in the same fair-share model the replay's own
+timing uses (tracekit.replay.timing), and once on the ideal non-blocking fabric of the same NIC
+speed, which every slowdown is measured against. ECMP is a draw of hash seeds: each seed routes
+every QP flow anew, and the table gives the median and the 95th percentile over the seeds.
+
+The job's communication time is the sum of its collectives' times, each timed alone (the job's
+collectives run one after another on each process group's stream; overlap between groups is not
+counted), so it is the same whether one job or a fleet is timed. Per (fabric, routing, collective
+type): collectives, bytes on the network, time (median over seeds, and p95), the ideal fabric's
+time, the slowdown (time / ideal), and the busiest network link's utilisation over the job's
+communication time (its bytes over capacity × time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+    from tracekit.fabric.topology import FabricSpec
+    from tracekit.replay import Replay
+    from tracekit.replay.nccl.options import NcclOptions
+    from tracekit.replay.placement import Placement
+
+DEFAULT_SEEDS = 8
+MAX_SEEDS = 1024
+
+
+@dataclass
+class WhatIf:
+    job: str
+    table: pl.DataFrame  # fabric, routing, comm_type, ... (see the module docstring); comm_type "all" per job
+    per_collective: pl.DataFrame  # fabric, routing, seed, collective_id, comm_type, time_s
+    fabrics: list[dict[str, Any]] = field(default_factory=list)  # each fabric's description
+    notes: list[str] = field(default_factory=list)
+
+
+def whatif(
+    dataset: TraceDataset | str | Path,
+    job: str | None,
+    fabrics: list[FabricSpec],
+    routings: list[str] | None = None,
+    placement: Placement | None = None,
+    options: NcclOptions | None = None,
+    algorithm: str = "auto",
+    seeds: int = DEFAULT_SEEDS,
+    progress: Callable[[int], None] | None = None,
+    result: Replay | None = None,
+) -> WhatIf:
+    """Time `job` on each of `fabrics` under each of `routings` (default: each fabric's own routing)."""
+    from tracekit.errors import InputError
+    from tracekit.replay import replay
+
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise InputError(f"seeds must be in 1..{MAX_SEEDS}, not {seeds}")
+    if not fabrics:
+        raise InputError("name at least one fabric (--fabric FILE or a preset)")
+    result = result or replay(dataset, job, algorithm=algorithm, placement=placement, options=options)
+    return time_on_fabrics(result, fabrics, routings, seeds, progress)
+
+
+def plan(fabrics: list[FabricSpec], routings: list[str] | None, seeds: int) -> list[tuple[FabricSpec, str, int]]:
+    """Every (fabric, routing, seed) to run: ECMP over `seeds` seeds, pinning and spraying once."""
+    runs = []
+    for fabric in fabrics:
+        for routing in routings or [fabric.routing]:
+            for seed in range(seeds if routing == "ecmp" else 1):
+                runs.append((fabric, routing, seed))
+    return runs
+
+
+def time_on_fabrics(
+    result: Replay,
+    fabrics: list[FabricSpec],
+    routings: list[str] | None = None,
+    seeds: int = DEFAULT_SEEDS,
+    progress: Callable[[int], None] | None = None,
+) -> WhatIf:
+    """The what-if table of an already replayed job (see the module docstring)."""
+    import numpy as np
+    import polars as pl
+
+    from tracekit.fabric.topology import NIC, FabricSpec
+    from tracekit.replay.timing import Timer, endpoints
+
+    flows = result.flows
+    deps = result.dependencies
+    assert deps is not None
+    timer = Timer(flows, deps, result.choices, result.placement)
+    where = endpoints(result.placement, flows)
+    comm = dict(zip(result.collectives["collective_id"].to_list(), result.collectives["comm_type"].to_list(),
+                    strict=True))  # fmt: skip
+    ideal = timer.run(FabricSpec("ideal").build(where))
+    rows: list[dict[str, Any]] = []
+    for fabric, routing, seed in plan(fabrics, routings, seeds):
+        network = fabric.build(where)
+        run = timer.run(network, routing, seed)
+        network_links = network.tier >= NIC
+        rows.extend(
+            {"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": cid,
+             "comm_type": comm.get(cid), "time_s": t, "ideal_s": ti}
+            for cid, t, ti in zip(timer.ids, run.durations, ideal.durations, strict=True)
+        )  # fmt: skip
+        total = float(sum(run.durations))
+        busiest = run.link_bytes[network_links] / network.capacity_Bps[network_links]
+        rows.append({"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": -1,
+                     "comm_type": None, "time_s": total, "ideal_s": float(sum(ideal.durations)),
+                     "busiest_link_s": float(busiest.max(initial=0.0))})  # fmt: skip
+        if progress:
+            progress(1)
+    per = pl.DataFrame(rows, schema={"fabric": pl.String, "routing": pl.String, "seed": pl.Int64,
+                                     "collective_id": pl.Int64, "comm_type": pl.String, "time_s": pl.Float64,
+                                     "ideal_s": pl.Float64, "busiest_link_s": pl.Float64})  # fmt: skip
+    net_bytes = flows.filter(pl.col("link") == "network").group_by("collective_id").agg(
+        pl.col("bytes").sum().alias("network_bytes")
+    )
+    table = _table(per, net_bytes)
+    return WhatIf(result.job, table, per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s"),
+                  [{"label": f.label, **f.describe()} for f in fabrics], list(result.notes))  # fmt: skip
+
+
+def _table(per: pl.DataFrame, net_bytes: pl.DataFrame) -> pl.DataFrame:
+    import polars as pl
+
+    colls = per.filter(pl.col("collective_id") >= 0).join(net_bytes, on="collective_id", how="left")
+    by_seed = colls.group_by("fabric", "routing", "comm_type", "seed").agg(
+        pl.len().alias("collectives"), pl.col("network_bytes").sum(), pl.col("time_s").sum(), pl.col("ideal_s").sum()
+    )
+    whole = per.filter(pl.col("collective_id") < 0).with_columns(comm_type=pl.lit("all"))
+    jobs = whole.join(
+        by_seed.group_by("fabric", "routing", "seed").agg(pl.col("collectives").sum(), pl.col("network_bytes").sum()),
+        on=["fabric", "routing", "seed"],
+    ).select("fabric", "routing", "comm_type", "seed", "collectives", "network_bytes", "time_s", "ideal_s",
+             "busiest_link_s")  # fmt: skip
+    joined = pl.concat([by_seed.with_columns(busiest_link_s=pl.lit(None, dtype=pl.Float64)), jobs], how="vertical")
+    return (
+        joined.group_by("fabric", "routing", "comm_type", maintain_order=True)
+        .agg(
+            pl.col("collectives").first(),
+            pl.col("network_bytes").first().fill_null(0),
+            pl.len().alias("seeds"),
+            pl.col("time_s").median().alias("time_s"),
+            pl.col("time_s").quantile(0.95, interpolation="linear").alias("time_p95_s"),
+            pl.col("ideal_s").first().alias("ideal_s"),
+            (pl.col("busiest_link_s").median() / pl.col("time_s").median()).alias("busiest_link_utilisation"),
+        )
+        .with_columns(slowdown=pl.col("time_s") / pl.col("ideal_s"), slowdown_p95=pl.col("time_p95_s") / pl.col("ideal_s"))
+        .sort("fabric", "routing", pl.col("comm_type") != "all", "comm_type")
+    )
