@@ -74,8 +74,7 @@ class Replay:
     iterations: int = 1
     notes: list[str] = field(default_factory=list)
     topologies: list[Any] = field(default_factory=list)  # per group: its NCCL CommTopology
-    dependencies: tuple[Any, Any] | None = None  # the flows' depends_on as CSR (offsets, flow ids)
-    choices: dict[int, tuple[str, str]] = field(default_factory=dict)  # collective_id -> (algorithm, protocol)
+    shapes: Any = None  # tracekit.replay.shapes.JobShapes: the job's distinct collectives and their flows
 
 
 def replay(
@@ -112,7 +111,7 @@ def _replay(
     max_flows: int,
     progress: Callable[[int], None] | None,
 ) -> Replay:
-    from tracekit.replay.assemble import assemble, flow_dependencies
+    from tracekit.replay.assemble import assemble
     from tracekit.replay.collectives import load_job
     from tracekit.replay.decompose import decompose
     from tracekit.replay.indicators import class_of, iterations_of, job_label
@@ -126,7 +125,7 @@ def _replay(
     matched = load_job(ds, job)
     parts = decompose(matched, placement, options, algorithm, max_flows, progress)
     notes = matched.notes + parts.notes
-    flows, collectives, timing = assemble(ds, matched, parts, placement, notes)
+    flows, collectives, timing, shapes = assemble(ds, matched, parts, placement, notes)
     if flows.height and not flows.filter(flows["src_host"] != flows["dst_host"]).height:
         notes.append(
             f"job {job}: its {matched.world_size} ranks share one host ({placement.gpus_per_host} GPUs per host), "
@@ -149,8 +148,7 @@ def _replay(
         iterations=iterations_of(ds, job),
         notes=notes,
         topologies=parts.topologies,
-        dependencies=flow_dependencies(parts),
-        choices={cid: (c.algorithm, c.protocol) for cid, c in parts.choice.items()},
+        shapes=shapes,
     )
 
 

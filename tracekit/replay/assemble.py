@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from tracekit.replay.decompose import Decomposition
     from tracekit.fabric.topology import Network
     from tracekit.replay.placement import Placement
+    from tracekit.replay.shapes import JobShapes
 
 
 def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
@@ -114,16 +115,21 @@ def assemble(
     placement: Placement,
     notes: list[str],
     network: Network | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame, str]:
-    """The flows table with start/end times, the collectives table, and how times were found."""
+) -> tuple[pl.DataFrame, pl.DataFrame, str, JobShapes]:
+    """The flows table with start/end times, the collectives table, how times were found, and the job's shapes."""
     import polars as pl
 
     from tracekit.replay.timing import collective_starts, schedule
 
     import numpy as np
 
+    from tracekit.replay.shapes import job_shapes
+
     flows = flow_frame(parts, placement, job.world_size)
-    flows, durations = schedule(flows, flow_dependencies(parts), parts, placement, network)
+    comm_type = dict(zip(job.collectives["collective_id"].to_list(), job.collectives["comm_type"].to_list(),
+                         strict=True))  # fmt: skip
+    shapes = job_shapes(job.job, job.world_size, parts, comm_type, placement)
+    flows, durations = schedule(flows, shapes, network)
     duration_of = dict(zip(durations["collective_id"].to_list(), durations["model_duration_s"].to_list(), strict=True))
     starts, timing = collective_starts(ds, job, duration_of, notes)
     start_frame = pl.DataFrame(
@@ -171,7 +177,7 @@ def assemble(
         .drop("order")
         .sort("collective_id")
     )
-    return flows, collectives, timing
+    return flows, collectives, timing, shapes
 
 
 def _choices(parts: Decomposition) -> pl.DataFrame:

@@ -49,6 +49,8 @@ class Decomposition:
     algorithm_of: list[str] = field(default_factory=list)
     choice: dict[int, Choice] = field(default_factory=dict)  # collective_id -> algorithm, protocol, channels
     topologies: list[CommTopology | None] = field(default_factory=list)  # per group
+    # with unique=True: a stamped collective -> every collective it stands for (itself included)
+    copies: dict[int, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     flow_count: int = 0
 

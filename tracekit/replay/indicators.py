@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tracekit.fabric.topology import FabricSpec
     from tracekit.replay import Replay
     from tracekit.replay.placement import Placement
+    from tracekit.replay.shapes import JobShapes
 
 # Seeds × QP flows routed at most per ECMP estimate (memory bound); the burstiness buckets at most.
 MAX_ECMP_DRAWS = 20_000_000
@@ -72,69 +73,117 @@ def network_indicators(
     """One row of indicators for the job (see the module docstring)."""
     import polars as pl
 
-    flows = result.flows
-    net = flows.filter(pl.col("link") == "network")
-    total = int(flows["bytes"].sum())
-    inter = int(net["bytes"].sum())
-    host_peers = net.group_by("src_host").agg(pl.col("dst_host").n_unique().alias("peers"))
-    gpu_peers = net.group_by("src_rank").agg(pl.col("dst_rank").n_unique().alias("peers"))
-    hosts = flows.select(pl.concat([flows["src_host"], flows["dst_host"]]).n_unique()).item() if flows.height else 0
     row: dict[str, Any] = {
         "job_id": result.job,
         "label": result.label,
         "class": result.job_class,
         "world_size": result.world_size,
-        "hosts": hosts,
         "collectives": result.collectives.height,
-        "flows": flows.height,
-        "network_flows": net.height,
-        "bytes": total,
-        "intra_host_bytes": total - inter,
-        "pxn_relay_bytes": int(flows.filter(pl.col("pxn") & (pl.col("link") != "network"))["bytes"].sum()),
-        "inter_host_bytes": inter,
-        "inter_rack_bytes": int(net.filter(pl.col("src_rack") != pl.col("dst_rack"))["bytes"].sum()),
-        "intra_host_share": (total - inter) / total if total else None,
-        "cross_rail_bytes": int(net.filter(pl.col("src_rail") != pl.col("dst_rail"))["bytes"].sum()),
-        "host_pairs": net.select("src_host", "dst_host").unique().height,
-        "mean_peer_hosts_per_host": _mean(host_peers["peers"]),
-        "max_peer_hosts_per_host": _max(host_peers["peers"]),
-        "mean_peers_per_gpu": _mean(gpu_peers["peers"]),
-        "max_peers_per_gpu": _max(gpu_peers["peers"]),
-        "qps_per_connection": result.options.qps,
-        "network_connections": net.select("src_rank", "dst_rank", "channel").unique().height,
-        "network_qps": net.select("src_rank", "dst_rank", "channel", "qp").unique().height,
         "iterations": result.iterations,
-        "inter_host_bytes_per_gpu_per_iteration": inter / result.world_size / result.iterations
-        if result.world_size
-        else None,
+        "qps_per_connection": result.options.qps,
         "timing": result.timing,
     }
-    row |= nic_balance(result)
-    row |= connections_per_endpoint(net)
-    buckets = burstiness(flows)
+    row |= shape_indicators(result.shapes, fabric, trials, seed)
+    row["inter_host_bytes_per_gpu_per_iteration"] = (
+        row["inter_host_bytes"] / result.world_size / result.iterations if result.world_size else None
+    )
+    buckets = burstiness(result.flows)
     busy = buckets["bytes"].cast(pl.Float64).to_numpy()
     row["burst_peak_over_mean"] = float(busy.max() / busy.mean()) if len(busy) and busy.mean() > 0 else None
-    row.update(ecmp(result, fabric, trials, seed))
     return row
 
 
-def nic_balance(result: Replay) -> dict[str, Any]:
-    """Egress and ingress bytes of every NIC of the job's hosts: max over mean per host (worst host) and job-wide."""
+def shape_indicators(
+    shapes: JobShapes, fabric: FabricSpec | None = None, trials: int = 64, seed: int = 0
+) -> dict[str, Any]:
+    """Locality, NIC balance, rails, peers, connections and QPs, ECMP of a job's distinct collectives, each
+    counted as often as it occurs (the same numbers for a job replayed alone or in a fleet)."""
     import numpy as np
-    import polars as pl
 
-    net = result.flows.filter(pl.col("link") == "network")
+    from tracekit.replay.algorithms.base import NET
+
+    flows = _flows_of(shapes)
+    weight = flows["weight"]
+    net = flows["link"] == NET
+    moved = flows["bytes"] * weight
+    row: dict[str, Any] = {
+        "hosts": int(np.unique(np.concatenate([flows["src_host"], flows["dst_host"]])).size) if len(weight) else 0,
+        "flows": int(weight.sum()),
+        "network_flows": int(weight[net].sum()),
+        "bytes": int(moved.sum()),
+        "intra_host_bytes": int(moved[~net].sum()),
+        "pxn_relay_bytes": int(moved[flows["pxn"] & ~net].sum()),
+        "inter_host_bytes": int(moved[net].sum()),
+        "inter_rack_bytes": int(moved[net & (flows["src_rack"] != flows["dst_rack"])].sum()),
+        "cross_rail_bytes": int(moved[net & (flows["src_rail"] != flows["dst_rail"])].sum()),
+    }
+    row["intra_host_share"] = row["intra_host_bytes"] / row["bytes"] if row["bytes"] else None
+    n = {k: v[net] for k, v in flows.items()}
+    row["host_pairs"] = len(_rows(n["src_host"], n["dst_host"]))
+    row |= _peers(n, "src_host", "dst_host", "peer_hosts_per_host")
+    row |= _peers(n, "src_rank", "dst_rank", "peers_per_gpu")
+    connections = _rows(n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"])
+    qps = _rows(n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"])
+    row["network_connections"], row["network_qps"] = len(connections), len(qps)
+    for what, distinct in (("connections", connections), ("qps", qps)):
+        for name, column in (("gpu", 0), ("nic", 3)):
+            counts = np.unique(distinct[:, column], return_counts=True)[1] if len(distinct) else np.zeros(0)
+            row[f"mean_{what}_per_{name}"] = float(counts.mean()) if len(counts) else None
+            row[f"max_{what}_per_{name}"] = int(counts.max()) if len(counts) else None
+    row |= _nic_balance(n, shapes.placement.nics)
+    row |= _ecmp(shapes, n, fabric, trials, seed)
+    return row
+
+
+def _flows_of(shapes: JobShapes) -> dict[str, Any]:
+    """Every shape's flows end to end, with `weight`: how many collectives send each."""
+    import numpy as np
+
+    names = ("src_rank", "dst_rank", "src_host", "dst_host", "src_rack", "dst_rack", "src_rail", "dst_rail",
+             "src_nic", "dst_nic", "src_gpu", "dst_gpu", "channel", "qp", "link", "pxn", "bytes")  # fmt: skip
+    out = {name: np.concatenate([s.flows[name] for s in shapes.shapes]) if shapes.shapes else np.zeros(0, np.int64)
+           for name in names}  # fmt: skip
+    out["pxn"] = out["pxn"].astype(bool)
+    out["weight"] = (
+        np.concatenate([np.full(s.size, s.count, dtype=np.int64) for s in shapes.shapes])
+        if shapes.shapes
+        else np.zeros(0, np.int64)
+    )
+    return out
+
+
+def _rows(*columns: Any) -> Any:
+    """The distinct rows of the columns side by side."""
+    import numpy as np
+
+    if not len(columns[0]):
+        return np.zeros((0, len(columns)), dtype=np.int64)
+    return np.unique(np.stack(columns, axis=1), axis=0)
+
+
+def _peers(n: dict[str, Any], src: str, dst: str, name: str) -> dict[str, Any]:
+    import numpy as np
+
+    pairs = _rows(n[src], n[dst])
+    counts = np.unique(pairs[:, 0], return_counts=True)[1] if len(pairs) else np.zeros(0)
+    return {f"mean_{name}": float(counts.mean()) if len(counts) else None,
+            f"max_{name}": int(counts.max()) if len(counts) else None}  # fmt: skip
+
+
+def _nic_balance(n: dict[str, Any], nics: int) -> dict[str, Any]:
+    """Egress and ingress bytes of every NIC of the hosts that use the network: max over mean per host
+    (the worst host), and across every NIC of the job."""
+    import numpy as np
+
     out: dict[str, Any] = {}
-    if not net.height:
+    if not len(n["bytes"]):
         return {f"nic_{d}_{k}": None for d in ("egress", "ingress") for k in ("max_over_mean", "host_max_over_mean")}
-    nics = result.placement.nics
-    hosts = np.unique(np.concatenate([net["src_host"].to_numpy(), net["dst_host"].to_numpy()]))
-    for direction, column, host_column in (("egress", "src_nic", "src_host"), ("ingress", "dst_nic", "dst_host")):
-        per_nic = net.group_by(column).agg(pl.col("bytes").sum())
+    moved = (n["bytes"] * n["weight"]).astype(np.float64)
+    hosts = np.unique(np.concatenate([n["src_host"], n["dst_host"]]))
+    for direction, column in (("egress", "src_nic"), ("ingress", "dst_nic")):
         loads = np.zeros((len(hosts), nics))
-        nic = per_nic[column].to_numpy()
-        slot = np.searchsorted(hosts, nic // nics)
-        loads[slot, nic % nics] = per_nic["bytes"].to_numpy()
+        nic = n[column]
+        np.add.at(loads, (np.searchsorted(hosts, nic // nics), nic % nics), moved)
         busy = loads.sum(axis=1) > 0
         per_host = loads[busy].max(axis=1) / loads[busy].mean(axis=1)
         out[f"nic_{direction}_host_max_over_mean"] = float(per_host.max())
@@ -142,18 +191,46 @@ def nic_balance(result: Replay) -> dict[str, Any]:
     return out
 
 
-def connections_per_endpoint(net: pl.DataFrame) -> dict[str, Any]:
-    """Connections and QPs opened per GPU and per NIC (mean and max over those that send)."""
-    import polars as pl
+def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trials: int, seed: int) -> dict[str, Any]:
+    """Leaf-spine link loads of the job's QP flows under ECMP (one draw per seed), pinning and spraying."""
+    import numpy as np
 
-    out: dict[str, Any] = {}
-    for what, keys in (("connections", ["src_rank", "dst_rank", "channel"]), ("qps", ["src_rank", "dst_rank",
-                                                                                      "channel", "qp"])):  # fmt: skip
-        for by in ("src_rank", "src_nic"):
-            counts = net.select(*{by, *keys}).unique().group_by(by).len()["len"] if net.height else pl.Series([])
-            name = "gpu" if by == "src_rank" else "nic"
-            out[f"mean_{what}_per_{name}"] = _mean(counts)
-            out[f"max_{what}_per_{name}"] = _max(counts)
+    from tracekit.fabric.routing import FlowEnds, link_loads, route
+    from tracekit.fabric.topology import LEAF_SPINE
+
+    fabric = fabric or default_fabric(shapes.placement)
+    out: dict[str, Any] = {"ecmp_fabric": fabric.label, "ecmp_trials": 0, "ecmp_flows": 0}
+    if not len(n["bytes"]):
+        return out
+    key = np.stack([n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"]], axis=1)
+    qps, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    sizes = np.bincount(inverse.reshape(-1), weights=(n["bytes"] * n["weight"]).astype(np.float64),
+                        minlength=len(qps))  # fmt: skip
+    out["ecmp_flows"] = len(qps)
+    network = fabric.build(shapes.network())
+    ends = FlowEnds(
+        src_nic=n["src_nic"][first],
+        dst_nic=n["dst_nic"][first],
+        src_gpu=n["src_gpu"][first],
+        dst_gpu=n["dst_gpu"][first],
+        qp=n["channel"][first] * 128 + n["qp"][first],  # NCCL's QPs are per channel: what varies the 5-tuple
+        kind=np.ones(len(qps), dtype=np.int64),
+    )
+    tier = network.tier == LEAF_SPINE
+
+    def spread(routing: str, s: int = 0) -> float | None:
+        loads = link_loads(route(network, ends, routing, s), sizes)[tier]
+        used = loads[loads > 0]
+        return float(used.max() / used.mean()) if len(used) else None
+
+    trials = max(1, min(trials, MAX_ECMP_DRAWS // len(qps)))
+    values = np.array([v for v in (spread("ecmp", seed + t) for t in range(trials)) if v is not None])
+    out["ecmp_trials"] = trials
+    if len(values):
+        out["ecmp_byte_max_over_mean"] = float(values.mean())
+        out["ecmp_byte_max_over_mean_p99"] = float(np.quantile(values, 0.99))
+        out["pinned_byte_max_over_mean"] = spread("pinned")
+        out["spray_byte_max_over_mean"] = spread("spray")
     return out
 
 
@@ -193,15 +270,6 @@ def burstiness(flows: pl.DataFrame, bucket_s: float | None = None) -> pl.DataFra
     )
 
 
-def connection_key(flows: pl.DataFrame) -> Any:
-    """What tells a QP flow's 5-tuple from another's between the same two NICs: NCCL opens its QPs per
-    channel (RoCE derives the UDP source port, hence the ECMP hash, from the QP), so channel × 128 + QP
-    (NCCL has at most 64 channels and 128 QPs per connection)."""
-    import numpy as np
-
-    return flows["channel"].to_numpy().astype(np.int64) * 128 + flows["qp"].to_numpy().astype(np.int64)
-
-
 def default_fabric(placement: Placement) -> FabricSpec:
     """The fabric the indicators hash onto unless told: a non-blocking two-tier Clos, a leaf per rack with
     as many uplinks at the NIC rate as it has NICs (one to each spine)."""
@@ -212,51 +280,9 @@ def default_fabric(placement: Placement) -> FabricSpec:
 
 
 def ecmp(result: Replay, fabric: FabricSpec | None = None, trials: int = 64, seed: int = 0) -> dict[str, Any]:
-    """Leaf-spine link loads of the job's QP flows under ECMP (one draw per seed), pinning and spraying."""
-    import numpy as np
-    import polars as pl
-
-    from tracekit.fabric.routing import FlowEnds, link_loads, route
-    from tracekit.fabric.topology import LEAF_SPINE
-    from tracekit.replay.timing import endpoints
-
-    fabric = fabric or default_fabric(result.placement)
-    net = result.flows.filter(pl.col("link") == "network")
-    qps = net.group_by("src_rank", "dst_rank", "channel", "qp").agg(
-        pl.col("bytes").sum(), pl.col("src_nic").first(), pl.col("dst_nic").first()
-    )
-    out: dict[str, Any] = {"ecmp_fabric": fabric.label, "ecmp_trials": 0, "ecmp_flows": qps.height}
-    if not qps.height:
-        return out
-    network = fabric.build(endpoints(result.placement, result.flows))
-    where = result.placement.locate(np.concatenate([qps["src_rank"].to_numpy(), qps["dst_rank"].to_numpy()]))
-    gpus = where["host"] * result.placement.gpus_per_host + where["gpu"]
-    ends = FlowEnds(
-        src_nic=qps["src_nic"].to_numpy().astype(np.int64),
-        dst_nic=qps["dst_nic"].to_numpy().astype(np.int64),
-        src_gpu=gpus[: qps.height],
-        dst_gpu=gpus[qps.height :],
-        qp=connection_key(qps),
-        kind=np.ones(qps.height, dtype=np.int64),
-    )
-    sizes = qps["bytes"].to_numpy().astype(np.float64)
-    tier = network.tier == LEAF_SPINE
-
-    def spread(routing: str, s: int = 0) -> float | None:
-        loads = link_loads(route(network, ends, routing, s), sizes)[tier]
-        used = loads[loads > 0]
-        return float(used.max() / used.mean()) if len(used) else None
-
-    trials = max(1, min(trials, MAX_ECMP_DRAWS // qps.height)) if qps.height <= MAX_ECMP_DRAWS else 0
-    draws = [spread("ecmp", seed + t) for t in range(trials)]
-    values = np.array([d for d in draws if d is not None])
-    out["ecmp_trials"] = trials
-    if len(values):
-        out["ecmp_byte_max_over_mean"] = float(values.mean())
-        out["ecmp_byte_max_over_mean_p99"] = float(np.quantile(values, 0.99))
-        out["pinned_byte_max_over_mean"] = spread("pinned")
-        out["spray_byte_max_over_mean"] = spread("spray")
-    return out
+    """The ECMP indicators of a replayed job (see shape_indicators)."""
+    row = shape_indicators(result.shapes, fabric, trials, seed)
+    return {k: v for k, v in row.items() if k.startswith(("ecmp", "pinned", "spray"))}
 
 
 def fleet_locality(

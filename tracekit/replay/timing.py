@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from tracekit.api import TraceDataset
     from tracekit.replay.collectives import JobCollectives
     from tracekit.fabric.topology import Network
-    from tracekit.replay.decompose import Decomposition
     from tracekit.replay.placement import Placement
+    from tracekit.replay.shapes import JobShapes
 
 # Ops a dependency replay walks per job at most; beyond it only the communication ops are replayed.
 MAX_REPLAY_OPS = 5_000_000
@@ -56,28 +56,35 @@ LINK_CLASS = {"nvlink": "nvlink", "pcie": "pcie", "network": "net"}
 
 
 def schedule(
-    flows: pl.DataFrame, dependencies: tuple[Any, Any], parts: Decomposition, placement: Placement,
-    network: Network | None = None, routing: str | None = None, seed: int = 0, exact: bool = False,
+    flows: pl.DataFrame, shapes: JobShapes, network: Network | None = None, routing: str | None = None,
+    seed: int = 0, exact: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
     """Flows with offset_s (start within their collective) and duration_s, and per collective model_duration_s.
 
-    `network` is the fabric the flows run on (default: the ideal fabric of the placement).
+    `network` is the fabric the flows run on (default: the ideal fabric of the job's hosts).
     """
     import numpy as np
     import polars as pl
 
-    network = network if network is not None else ideal_network(placement, flows)
-    timer = Timer(flows, dependencies, {cid: (c.algorithm, c.protocol) for cid, c in parts.choice.items()}, placement)
-    offset = np.zeros(flows.height)
-    duration = np.zeros(flows.height)
-    run = timer.run(network, routing, seed, exact)
-    for (lo, hi), key in zip(timer.slices, timer.keys, strict=True):
-        start, end, _ = run.solved[key]
-        offset[lo:hi] = start
-        duration[lo:hi] = end - start
+    network = network if network is not None else ideal_network(shapes)
+    run = Timer(shapes).run(network, routing, seed, exact)
+    ids = flows["collective_id"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(ids)] if len(ids) else starts
+    where = {int(ids[lo]): (lo, hi) for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True)}
+    offset = np.zeros(len(ids))
+    duration = np.zeros(len(ids))
+    per_collective: dict[int, float] = {}
+    for shape, (start, end, total) in zip(shapes.shapes, run.solved, strict=True):
+        for cid in shape.collective_ids:
+            per_collective[cid] = total
+            if cid in where:
+                lo, hi = where[cid]
+                offset[lo:hi] = start
+                duration[lo:hi] = end - start
     flows = flows.with_columns(offset_s=pl.Series(offset), duration_s=pl.Series(duration))
     table = pl.DataFrame(
-        {"collective_id": timer.ids, "model_duration_s": run.durations},
+        {"collective_id": list(per_collective), "model_duration_s": list(per_collective.values())},
         schema={"collective_id": pl.Int64, "model_duration_s": pl.Float64},
     )
     return flows, table
@@ -85,39 +92,26 @@ def schedule(
 
 @dataclass
 class TimedRun:
-    """One timing of a job's collectives on one network: per collective (Timer.ids order) its duration,
-    every distinct collective's flows' start and end, and the bytes each link carried in all."""
+    """One timing of a job's shapes on one network: per shape its flows' start and end and its duration,
+    and the bytes each link of the network carried over all the job's collectives."""
 
-    durations: list[float]
-    solved: dict[bytes, tuple[Any, Any, float]]
+    solved: list[tuple[Any, Any, float]]
     link_bytes: Any  # float64 per link of the network
+
+    def durations(self, shapes: JobShapes) -> list[float]:
+        """Each shape's duration (one per distinct collective, in the shapes' order)."""
+        return [total for _, _, total in self.solved]
+
+    def communication_s(self, shapes: JobShapes) -> float:
+        """The job's collectives one after another: sum over shapes of duration × count, in the shapes' order."""
+        return float(sum(total * shape.count for (_, _, total), shape in zip(self.solved, shapes.shapes, strict=True)))
 
 
 class Timer:
-    """A job's collectives ready to be timed on any network: their flows' arrays, and which collectives
-    share flows (timed once)."""
+    """A job's distinct collectives timed on a network (see the module docstring)."""
 
-    def __init__(
-        self, flows: pl.DataFrame, dependencies: tuple[Any, Any], choices: dict[int, tuple[str, str]],
-        placement: Placement,
-    ) -> None:  # fmt: skip
-        import numpy as np
-
-        from tracekit.replay.nccl.tuning import PROTOCOLS
-
-        ids = flows["collective_id"].to_numpy()
-        self.arrays = _flow_arrays(flows, dependencies, placement) if len(ids) else {}
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
-        ends = np.r_[starts[1:], len(ids)] if len(ids) else starts
-        self.slices = list(zip(starts.tolist(), ends.tolist(), strict=True))
-        self.ids = [int(ids[lo]) for lo, _ in self.slices]
-        self.kinds: list[tuple[str, str]] = []
-        self.keys: list[bytes] = []
-        for cid, (lo, hi) in zip(self.ids, self.slices, strict=True):
-            algorithm, protocol = choices.get(cid, ("p2p", "Simple"))
-            protocol = protocol if protocol in PROTOCOLS else "Simple"
-            self.kinds.append((algorithm, protocol))
-            self.keys.append(_signature(self.arrays, lo, hi, algorithm, protocol))
+    def __init__(self, shapes: JobShapes) -> None:
+        self.shapes = shapes
 
     def run(self, network: Network, routing: str | None = None, seed: int = 0, exact: bool = False) -> TimedRun:
         import numpy as np
@@ -125,41 +119,43 @@ class Timer:
         from tracekit.fabric.routing import link_loads
         from tracekit.replay.nccl.tuning import BASE_LATENCY, PROTOCOLS
 
-        solved: dict[bytes, tuple[Any, Any, float]] = {}
-        loads: dict[bytes, Any] = {}
+        solved = []
         link_bytes = np.zeros(network.links)
-        durations = []
-        for (lo, hi), key, (algorithm, protocol) in zip(self.slices, self.keys, self.kinds, strict=True):
-            if key not in solved:
-                base = BASE_LATENCY.get(algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
-                start, end, total, incidence, sizes = _solve(
-                    self.arrays, lo, hi, algorithm, protocol, base, network, routing, seed, exact
-                )
-                solved[key] = (start, end, total)
-                loads[key] = link_loads(incidence, sizes)
-            link_bytes += loads[key]
-            durations.append(solved[key][2])
-        return TimedRun(durations, solved, link_bytes)
+        for shape in self.shapes.shapes:
+            protocol = shape.protocol if shape.protocol in PROTOCOLS else "Simple"
+            base = BASE_LATENCY.get(shape.algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
+            start, end, total, incidence, sizes = _solve(
+                shape.flows, shape.algorithm, protocol, base, network, routing, seed, exact,
+                self.shapes.placement.intra_host,
+            )  # fmt: skip
+            solved.append((start, end, total))
+            link_bytes += link_loads(incidence, sizes) * shape.count
+        return TimedRun(solved, link_bytes)
 
 
-def ideal_network(placement: Placement, flows: pl.DataFrame) -> Network:
-    """The ideal non-blocking fabric at the placement's NIC speed over the hosts the flows use."""
+def ideal_network(shapes: JobShapes) -> Network:
+    """The ideal non-blocking fabric at the placement's NIC speed over the job's hosts."""
     from tracekit.fabric.topology import FabricSpec
 
-    return FabricSpec("ideal").build(endpoints(placement, flows))
+    return FabricSpec("ideal").build(shapes.network())
 
 
 def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
-    """The fabric's view of the job's hosts (tracekit.fabric.Endpoints) from the placement."""
+    """The fabric's view of the hosts a flows table uses (tracekit.fabric.Endpoints)."""
+    hosts = 1
+    if flows.height:
+        hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type]
+    return endpoints_of(placement, hosts)
+
+
+def endpoints_of(placement: Placement, hosts: int) -> Any:
+    """The fabric's view of `hosts` hosts of the placement."""
     import numpy as np
 
     from tracekit.fabric.endpoints import Endpoints
 
-    hosts = 1
-    if flows.height:
-        hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type]
     return Endpoints(
-        hosts=hosts,
+        hosts=max(hosts, 1),
         gpus_per_host=placement.gpus_per_host,
         nics_per_host=placement.nics,
         nic_Bps=placement.nic_Bps,
@@ -170,85 +166,43 @@ def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
     )
 
 
-def _flow_arrays(flows: pl.DataFrame, dependencies: tuple[Any, Any], placement: Placement) -> dict[str, Any]:
-    import numpy as np
-
-    from tracekit.replay.indicators import connection_key
-
-    src_rank = flows["src_rank"].to_numpy().astype(np.int64)
-    dst_rank = flows["dst_rank"].to_numpy().astype(np.int64)
-    world = int(max(src_rank.max(), dst_rank.max())) + 1
-    where = placement.locate(np.arange(world, dtype=np.int64))
-    gpu = where["host"] * placement.gpus_per_host + where["gpu"]  # global GPU id of each rank
-    dep_ptr, dep_idx = dependencies
-    network = (flows["link"] == "network").to_numpy()
-    return {
-        "src_gpu": gpu[src_rank],
-        "dst_gpu": gpu[dst_rank],
-        "src_nic": flows["src_nic"].fill_null(-1).to_numpy().astype(np.int64),
-        "dst_nic": flows["dst_nic"].fill_null(-1).to_numpy().astype(np.int64),
-        "qp": connection_key(flows),
-        "channel": flows["channel"].to_numpy().astype(np.int64),
-        "network": network,
-        "link": flows["link"].to_numpy(),
-        "bytes": flows["bytes"].to_numpy().astype(np.int64),
-        "step": flows["step"].to_numpy().astype(np.int64),
-        "src_rank": src_rank,
-        "dst_rank": dst_rank,
-        "dep_ptr": dep_ptr,
-        "dep_idx": dep_idx,
-    }
-
-
-def _signature(arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str) -> bytes:
-    import hashlib
-
-    digest = hashlib.blake2b(f"{algorithm}/{protocol}/{hi - lo}".encode(), digest_size=20)
-    for name in ("src_rank", "dst_rank", "src_nic", "dst_nic", "qp", "bytes"):
-        digest.update(arrays[name][lo:hi].tobytes())
-    ptr = arrays["dep_ptr"]
-    digest.update((ptr[lo : hi + 1] - ptr[lo]).tobytes())
-    digest.update((arrays["dep_idx"][ptr[lo] : ptr[hi]] - lo).tobytes())
-    return digest.digest()
-
-
 def _solve(
-    arrays: dict[str, Any], lo: int, hi: int, algorithm: str, protocol: str, base_s: float, network: Network,
-    routing: str | None, seed: int, exact: bool = False,
+    flows: dict[str, Any], algorithm: str, protocol: str, base_s: float, network: Network, routing: str | None,
+    seed: int, exact: bool = False, intra_link: str = "nvlink",
 ) -> tuple[Any, Any, float, Any, Any]:  # fmt: skip
-    """Start and end (relative to the collective's start) of flows lo..hi, the collective's duration, and
-    the flows' incidence and wire sizes on the network."""
+    """Start and end (relative to the collective's start) of a shape's flows, the collective's duration,
+    and the flows' incidence and wire sizes on the network."""
     import numpy as np
 
     from tracekit.fabric.fluid import simulate
     from tracekit.fabric.routing import FlowEnds, route
+    from tracekit.replay.algorithms.base import NET
     from tracekit.replay.nccl.tuning import HW_LATENCY, PROTOCOLS
 
-    net = arrays["network"][lo:hi]
+    net = flows["link"] == NET
     ends = FlowEnds(
-        src_nic=np.where(net, arrays["src_nic"][lo:hi], -1),
-        dst_nic=np.where(net, arrays["dst_nic"][lo:hi], -1),
-        src_gpu=arrays["src_gpu"][lo:hi],
-        dst_gpu=arrays["dst_gpu"][lo:hi],
-        qp=arrays["qp"][lo:hi],
+        src_nic=flows["src_nic"],
+        dst_nic=flows["dst_nic"],
+        src_gpu=flows["src_gpu"],
+        dst_gpu=flows["dst_gpu"],
+        qp=flows["channel"] * 128 + flows["qp"],  # NCCL's QPs are per channel: what varies the 5-tuple
         kind=net.astype(np.int64),
     )
     incidence = route(network, ends, routing, seed)
-    ptr = arrays["dep_ptr"][lo : hi + 1] - arrays["dep_ptr"][lo]
-    idx = arrays["dep_idx"][arrays["dep_ptr"][lo] : arrays["dep_ptr"][hi]] - lo
+    ptr, idx = flows["dep_ptr"], flows["dep_idx"]
     p = PROTOCOLS.index(protocol)
     table = "tree" if algorithm == "tree" else "ring"
-    classes = arrays["link"][lo:hi]
-    hop = np.array([HW_LATENCY[LINK_CLASS[c]][table][p] for c in ("nvlink", "pcie", "network")]) * 1e-6
-    latency = np.select([classes == "nvlink", classes == "pcie"], [hop[0], hop[1]], hop[2])
-    latency = np.where(_follows(arrays, lo, hi, ptr, idx), 0.0, latency) + incidence.path_latency_s
-    release = np.full(hi - lo, base_s)
-    sizes = arrays["bytes"][lo:hi] * WIRE_FACTOR[protocol]
+    intra = LINK_CLASS[intra_link]
+    hops = np.array([HW_LATENCY[intra][table][p], HW_LATENCY["net"][table][p]]) * 1e-6
+    latency = np.where(net, hops[1], hops[0])
+    latency = np.where(_follows(flows, ptr, idx), 0.0, latency) + incidence.path_latency_s
+    release = np.full(len(net), base_s)
+    sizes = flows["bytes"] * WIRE_FACTOR[protocol]
     if exact:
         result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
         start, end = result.start_s, result.end_s
     else:
-        start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, arrays["step"][lo:hi])
+        start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, flows["step"])
     end = np.where(np.isfinite(end), end, base_s)
     return start, end, float(end.max(initial=base_s)), incidence, sizes
 
@@ -301,16 +255,17 @@ def waves(
     return start, end
 
 
-def _follows(arrays: dict[str, Any], lo: int, hi: int, ptr: Any, idx: Any) -> Any:
+def _follows(flows: dict[str, Any], ptr: Any, idx: Any) -> Any:
     """Flows that wait for an earlier piece on the same edge and channel (pipelined: latency overlapped)."""
     import numpy as np
 
-    owner = np.repeat(np.arange(hi - lo), np.diff(ptr))
+    count = len(flows["bytes"])
+    owner = np.repeat(np.arange(count), np.diff(ptr))
     same = np.ones(len(owner), dtype=bool)
     for name in ("src_rank", "dst_rank", "channel"):
-        column = arrays[name][lo:hi]
+        column = flows[name]
         same &= column[owner] == column[idx]
-    out = np.zeros(hi - lo, dtype=bool)
+    out = np.zeros(count, dtype=bool)
     out[owner[same]] = True
     return out
 

@@ -85,56 +85,58 @@ def time_on_fabrics(
     progress: Callable[[int], None] | None = None,
 ) -> WhatIf:
     """The what-if table of an already replayed job (see the module docstring)."""
-    import numpy as np
     import polars as pl
 
     from tracekit.fabric.topology import NIC, FabricSpec
-    from tracekit.replay.timing import Timer, endpoints
+    from tracekit.replay.timing import Timer
 
-    flows = result.flows
-    deps = result.dependencies
-    assert deps is not None
-    timer = Timer(flows, deps, result.choices, result.placement)
-    where = endpoints(result.placement, flows)
-    comm = dict(zip(result.collectives["collective_id"].to_list(), result.collectives["comm_type"].to_list(),
-                    strict=True))  # fmt: skip
+    shapes = result.shapes
+    timer = Timer(shapes)
+    where = shapes.network()
     ideal = timer.run(FabricSpec("ideal").build(where))
+    ideal_s = ideal.durations(shapes)
     rows: list[dict[str, Any]] = []
     for fabric, routing, seed in plan(fabrics, routings, seeds):
         network = fabric.build(where)
         run = timer.run(network, routing, seed)
         network_links = network.tier >= NIC
-        rows.extend(
-            {"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": cid,
-             "comm_type": comm.get(cid), "time_s": t, "ideal_s": ti}
-            for cid, t, ti in zip(timer.ids, run.durations, ideal.durations, strict=True)
-        )  # fmt: skip
-        total = float(sum(run.durations))
+        for shape, t, ti in zip(shapes.shapes, run.durations(shapes), ideal_s, strict=True):
+            rows.extend(
+                {"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": cid,
+                 "comm_type": shape.comm_type, "time_s": t, "ideal_s": ti, "network_bytes": network_bytes(shape)}
+                for cid in shape.collective_ids
+            )  # fmt: skip
+        total = run.communication_s(shapes)
         busiest = run.link_bytes[network_links] / network.capacity_Bps[network_links]
         rows.append({"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": -1,
-                     "comm_type": None, "time_s": total, "ideal_s": float(sum(ideal.durations)),
+                     "comm_type": None, "time_s": total, "ideal_s": ideal.communication_s(shapes),
                      "busiest_link_s": float(busiest.max(initial=0.0))})  # fmt: skip
         if progress:
             progress(1)
     per = pl.DataFrame(rows, schema={"fabric": pl.String, "routing": pl.String, "seed": pl.Int64,
                                      "collective_id": pl.Int64, "comm_type": pl.String, "time_s": pl.Float64,
-                                     "ideal_s": pl.Float64, "busiest_link_s": pl.Float64})  # fmt: skip
-    net_bytes = flows.filter(pl.col("link") == "network").group_by("collective_id").agg(
-        pl.col("bytes").sum().alias("network_bytes")
-    )
-    table = _table(per, net_bytes)
-    return WhatIf(result.job, table, per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s"),
+                                     "ideal_s": pl.Float64, "busiest_link_s": pl.Float64,
+                                     "network_bytes": pl.Int64})  # fmt: skip
+    table = _table(per)
+    return WhatIf(result.job, table, per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s", "network_bytes"),
                   [{"label": f.label, **f.describe()} for f in fabrics], list(result.notes))  # fmt: skip
 
 
-def _table(per: pl.DataFrame, net_bytes: pl.DataFrame) -> pl.DataFrame:
+def network_bytes(shape: Any) -> int:
+    """Bytes one collective of the shape moves across the network."""
+    from tracekit.replay.algorithms.base import NET
+
+    return int(shape.flows["bytes"][shape.flows["link"] == NET].sum())
+
+
+def _table(per: pl.DataFrame) -> pl.DataFrame:
     import polars as pl
 
-    colls = per.filter(pl.col("collective_id") >= 0).join(net_bytes, on="collective_id", how="left")
+    colls = per.filter(pl.col("collective_id") >= 0)
     by_seed = colls.group_by("fabric", "routing", "comm_type", "seed").agg(
         pl.len().alias("collectives"), pl.col("network_bytes").sum(), pl.col("time_s").sum(), pl.col("ideal_s").sum()
     )
-    whole = per.filter(pl.col("collective_id") < 0).with_columns(comm_type=pl.lit("all"))
+    whole = per.filter(pl.col("collective_id") < 0).with_columns(comm_type=pl.lit("all")).drop("network_bytes")
     jobs = whole.join(
         by_seed.group_by("fabric", "routing", "seed").agg(pl.col("collectives").sum(), pl.col("network_bytes").sum()),
         on=["fabric", "routing", "seed"],
