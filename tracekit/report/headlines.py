@@ -421,8 +421,8 @@ def job_groups(job: JobData) -> Sentence:
         what = f"group {top['pg_name']}" + (f" ({top['pg_desc']})" if top["pg_desc"] else "")
     size = f" of {human_count(top['group_size'])} GPUs" if top["group_size"] else ""
     return [
-        f"{frame.height} process group{'s' if frame.height != 1 else ''} carry traffic; the busiest, {what}{size}, "
-        "carries ",
+        f"{frame.height} process group{'s carry' if frame.height != 1 else ' carries'} traffic; "
+        f"the busiest, {what}{size}, carries ",
         Num(f"job_top_group_share:{key}", top["wire_share"], percent(top["wire_share"])),
         " of the bytes on the wire.",
     ]
@@ -453,7 +453,7 @@ def job_stragglers(job: JobData) -> Sentence:
     spread = frame["start_spread_us"]
     median, p99 = float(spread.median()), float(spread.quantile(0.99, "nearest"))  # type: ignore[arg-type]
     parts: Sentence = [
-        f"Over {human_count(frame.height)} collectives matched across ranks, the ranks start one a median ",
+        f"Over {human_count(frame.height)} collectives matched across ranks, their ranks start a median ",
         Num(f"job_start_spread_p50:{key}", median, microseconds(median)),
         " apart (p99 ",
         Num(f"job_start_spread_p99:{key}", p99, microseconds(p99)),
@@ -461,7 +461,7 @@ def job_stragglers(job: JobData) -> Sentence:
     ]
     late = frame.drop_nulls("last_rank")
     if late.is_empty():
-        return [*parts, "; their ranks always start together."]
+        return [*parts, "; they always start together."]
     last = (
         late.group_by("last_rank", maintain_order=True)
         .len()
