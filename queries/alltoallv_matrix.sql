@@ -23,7 +23,7 @@ parts as (
     select
         rank,
         is_uneven,
-        in_bytes * split / split_total as bytes,
+        in_bytes::hugeint * split / split_total as bytes,
         case
             when len(group_ranks) >= peer then group_ranks[peer]
             else peer - 1

@@ -19,7 +19,7 @@ with sized as (
     select
         c.*,
         case
-            when c.comm_type in ('ALL_GATHER', 'GATHER') then c.in_bytes * c.group_size
+            when c.comm_type in ('ALL_GATHER', 'GATHER') then c.in_bytes::hugeint * c.group_size
             else c.in_bytes
         end as nccl_bytes,
         case

@@ -11,7 +11,7 @@ select
     count(distinct c.job_id) as jobs,
     cast(sum(c.calls) as bigint) as calls,
     sum(c.calls) / sum(sum(c.calls)) over (partition by k.class) as share,
-    cast(sum(c.calls::hugeint * c.in_bytes) as bigint) as in_bytes,
+    sum(c.calls::hugeint * c.in_bytes) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (partition by k.class), 0), 0) as wire_share
 from collective_sizes c

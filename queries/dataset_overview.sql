@@ -27,7 +27,7 @@ r as (
 c as (
     select
         cast(coalesce(sum(calls), 0) as bigint) as calls,
-        cast(coalesce(sum(calls::hugeint * in_bytes), 0) as bigint) as in_bytes,
+        coalesce(sum(calls::hugeint * in_bytes), 0) as in_bytes,
         coalesce(sum(wire_bytes), 0) as wire_bytes,
         coalesce(sum(calls) filter (where group_size is not null), 0) / sum(calls) as group_size_known_share,
         coalesce(sum(calls) filter (where in_elems is not null), 0) / sum(calls) as elems_known_share,

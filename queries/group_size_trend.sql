@@ -1,8 +1,8 @@
 -- name: group_size_trend
 -- answers: Do the GPUs per collective grow as fast as the GPUs per job? Per period: the jobs, their
---          median, p90 and largest size, and the group size of their collective calls (send/recv
---          left out) weighted by calls and by wire bytes, its p90 and maximum, and the share of calls
---          in groups of at most 128 GPUs.
+--          median, p90 and largest size, and the group size of their collective calls weighted by
+--          calls and by wire bytes, its p90 and maximum, and the share of calls in groups of at most
+--          128 GPUs. The calls are those of group_size_calls: send/recv left out.
 -- params: $start (timestamp: the first day of period 0), $period_months (integer: months per period)
 -- returns: period, period_start, jobs, median_job_gpus, p90_job_gpus, max_job_gpus, calls,
 --          mean_group_size (call-weighted), byte_weighted_group_size (weighted by wire bytes),
@@ -27,11 +27,11 @@ job_stats as (
     from dated
     group by period
 ),
+-- group_size_calls: the calls every group-size query counts (send/recv left out)
 calls as (
     select d.period, c.group_size, c.calls, c.wire_bytes
-    from collective_sizes c
+    from group_size_calls c
     join dated d using (job_id)
-    where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
 ),
 -- the calls of each group size, those up to it, and all of the period's: quantile_disc over the calls
 group_calls as (

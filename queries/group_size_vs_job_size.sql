@@ -1,7 +1,8 @@
 -- name: group_size_vs_job_size
 -- answers: Do the GPUs per collective grow as fast as the GPUs per job? Per period: the jobs, their
 --          mean log2 job size, the mean over jobs of the log2 group size of their collective calls
---          (call-weighted within a job), and the largest group seen.
+--          (call-weighted within a job), and the largest group seen. The calls are those of
+--          group_size_calls: send/recv left out (they join two GPUs whatever their group).
 -- params: $start (timestamp: the fleet's first day), $period_months (integer: months per period)
 -- returns: period, jobs, mean_log2_job_size, mean_log2_group_size, max_group_size, max_job_size
 with per_job as (
@@ -9,8 +10,8 @@ with per_job as (
         c.job_id,
         sum(c.calls * log2(c.group_size)) / sum(c.calls) as log2_group,
         max(c.group_size) as max_group
-    from collective_sizes c
-    where c.group_size is not null
+    -- group_size_calls: the calls every group-size query counts (send/recv left out)
+    from group_size_calls c
     group by c.job_id
 )
 select

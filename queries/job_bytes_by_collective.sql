@@ -9,7 +9,7 @@ select
     count(distinct rank) as ranks,
     count(*) as calls,
     count(*) / count(distinct rank) as calls_per_rank,
-    cast(sum(in_bytes) as bigint) as in_bytes,
+    sum(in_bytes) as in_bytes,
     sum(wire_bytes) as wire_bytes,
     sum(wire_bytes) / count(distinct rank) as wire_bytes_per_rank,
     quantile_disc(in_bytes, 0.5) as p50_bytes,

@@ -12,7 +12,7 @@ select
     list(distinct c.comm_type order by c.comm_type) as comm_types,
     count(distinct c.rank) as ranks,
     count(*) as calls,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    sum(c.in_bytes) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (), 0), 0) as wire_share
 from collective_wire_bytes($job_id) c

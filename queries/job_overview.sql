@@ -9,7 +9,7 @@ with per_job as (
     select
         job_id,
         cast(sum(calls) as bigint) as calls,
-        cast(sum(calls::hugeint * in_bytes) as bigint) as in_bytes,
+        sum(calls::hugeint * in_bytes) as in_bytes,
         sum(wire_bytes) as wire_bytes,
         list(distinct comm_type order by comm_type) as comm_types,
         coalesce(sum(calls) filter (where timed), 0) / sum(calls) as timed_share

@@ -50,7 +50,7 @@ totals as (
     select
         k.cm * 4294967296 + t.ct as g,
         cast(sum(o.calls) as bigint) as calls,
-        cast(sum(o.in_bytes) as bigint) as in_bytes,
+        sum(o.in_bytes) as in_bytes,
         sum(o.wire_bytes) as wire_bytes
     from collective_ops o
     join kinds k using (job_id)

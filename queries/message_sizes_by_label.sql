@@ -14,7 +14,7 @@ select
     c.op_name,
     c.comm_type,
     arg_min(c.in_bytes, c.op_id) as first_bytes,
-    cast(sum(c.in_bytes) as bigint) as total_bytes,
+    sum(c.in_bytes) as total_bytes,
     count(*) as calls,
     sum(c.wire_bytes) as total_wire_bytes
 from collective_wire_bytes(null) c

@@ -395,8 +395,11 @@ def _rows_of(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, files
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:
     """Everything the run adds, into the database attached as `d`, and the Parquet files (in `out`)."""
     files = RunFiles(changes.run_id, root, out)
-    # A rollup table new to this dataset is filled for every job, not only those the run touches.
-    stale = [r for r in ROLLUPS if not _has_table(con, r)]
+    # A rollup table new to this dataset, or whose columns changed type (a sum that needed more than
+    # 64 bits), is made afresh and filled for every job, not only those the run touches.
+    stale = [r for r in ROLLUPS if not _has_table(con, r) or _retyped(con, r)]
+    for table in stale:
+        con.execute(f"DROP TABLE IF EXISTS d.{table}")
     _ops_view_to_table(con, root)
     for table in TABLES:
         con.register("empty_table", arrow_schema(table).empty_table())
@@ -491,6 +494,17 @@ def _ops_view_to_table(con: duckdb.DuckDBPyConnection, root: Path) -> None:
 def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     query = "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'd' AND table_name = ?"
     return bool(con.execute(query, [table]).fetchall())
+
+
+def _retyped(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether a stored table has a column whose type differs from the data model's."""
+    con.register("model_table", arrow_schema(table).empty_table())
+    try:
+        model = {row[0]: row[1] for row in con.execute("DESCRIBE model_table").fetchall()}
+    finally:
+        con.unregister("model_table")
+    stored = {row[0]: row[1] for row in con.execute(f"DESCRIBE d.{table}").fetchall()}
+    return any(model.get(name, kind) != kind for name, kind in stored.items())
 
 
 def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
@@ -641,7 +655,7 @@ def missing_note(job_id: str, count: int, ranges: str | None, world_size: int | 
 # Collectives by comm_type, from the rollup where the dataset has it (the same sums, without reading
 # every collective: 2.6 s of adding one job to 30,000), else from the table.
 _COLLECTIVE_TOTALS = {
-    True: "select comm_type, sum(calls)::BIGINT, sum(in_bytes * calls) from collective_sizes "
+    True: "select comm_type, sum(calls)::BIGINT, sum(in_bytes::HUGEINT * calls) from collective_sizes "
     "group by comm_type order by 2 desc, 1",
     False: "select comm_type, count(*), sum(in_bytes) from collectives group by comm_type order by 2 desc, 1",
 }

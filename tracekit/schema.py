@@ -85,6 +85,7 @@ def arrow_type(type_name: str) -> pa.DataType:
         "bool": pa.bool_(),
         "int32": pa.int32(),
         "int64": pa.int64(),
+        "int128": pa.decimal128(38, 0),
         "float64": pa.float64(),
         "timestamp": pa.timestamp("us", tz="UTC"),
     }

@@ -16,7 +16,7 @@ with per_op as (
         cast(sum(calls) as bigint) as calls,
         min(group_size) as min_group_size,
         max(group_size) as max_group_size,
-        cast(sum(calls::hugeint * in_bytes) as bigint) as in_bytes,
+        sum(calls::hugeint * in_bytes) as in_bytes,
         sum(wire_bytes) as wire_bytes,
         cast(sum(calls) filter (where in_bytes > 0) as bigint) as sized_calls,
         sum(calls * ln(in_bytes)) filter (where in_bytes > 0) / sum(calls) filter (where in_bytes > 0)

@@ -13,7 +13,7 @@ select
     count(*) as calls,
     min(c.group_size) as min_group_size,
     max(c.group_size) as max_group_size,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    sum(c.in_bytes) as in_bytes,
     sum(c.wire_bytes) as wire_bytes
 from collective_wire_bytes(null) c
 join jobs j using (job_id)

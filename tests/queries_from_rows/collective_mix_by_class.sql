@@ -11,7 +11,7 @@ select
     count(distinct c.job_id) as jobs,
     count(*) as calls,
     count(*) / sum(count(*)) over (partition by k.class) as share,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    sum(c.in_bytes) as in_bytes,
     sum(c.wire_bytes) as wire_bytes,
     coalesce(sum(c.wire_bytes) / nullif(sum(sum(c.wire_bytes)) over (partition by k.class), 0), 0) as wire_share
 from collective_wire_bytes(null) c

@@ -27,7 +27,7 @@ r as (
 c as (
     select
         count(*) as calls,
-        cast(coalesce(sum(in_bytes), 0) as bigint) as in_bytes,
+        coalesce(sum(in_bytes), 0) as in_bytes,
         coalesce(sum(wire_bytes), 0) as wire_bytes,
         avg(case when group_size is not null then 1.0 else 0.0 end) as group_size_known_share,
         avg(case when in_elems is not null then 1.0 else 0.0 end) as elems_known_share,

@@ -10,7 +10,7 @@ with per_job as (
         avg(log2(c.group_size)) as log2_group,
         max(c.group_size) as max_group
     from collectives c
-    where c.group_size is not null
+    where c.group_size is not null and c.comm_type not in ('SEND', 'RECV')
     group by c.job_id
 )
 select

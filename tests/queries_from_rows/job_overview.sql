@@ -9,7 +9,7 @@ with per_job as (
     select
         job_id,
         count(*) as calls,
-        cast(sum(in_bytes) as bigint) as in_bytes,
+        sum(in_bytes) as in_bytes,
         sum(wire_bytes) as wire_bytes,
         list(distinct comm_type order by comm_type) as comm_types,
         avg(case when duration_us > 0 then 1.0 else 0.0 end) as timed_share

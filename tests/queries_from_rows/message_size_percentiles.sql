@@ -17,7 +17,7 @@ select
     quantile_disc(c.in_elems, 0.9) as p90_elems,
     quantile_disc(c.in_elems, 0.99) as p99_elems,
     quantile_cont(c.wire_bytes, 0.5) as p50_wire_bytes,
-    cast(sum(c.in_bytes) as bigint) as in_bytes,
+    sum(c.in_bytes) as in_bytes,
     sum(c.wire_bytes) as wire_bytes
 from collective_wire_bytes(null) c
 join job_class k using (job_id)

@@ -188,3 +188,27 @@ def test_each_job_section_shows_its_traffic_between_hosts_as_replayed(samples: S
                 crossing += 1
                 assert shown[f"job_host_pairs:{job}"] == matrix.height
     assert crossing >= 1, "some sample job spans several hosts, so its heatmap is drawn"
+
+
+def test_the_trend_a_reader_sees_compares_periods_of_enough_jobs(samples: SampleRun, browser: Browser) -> None:
+    """The samples' first page once said the median job went from 16 to 4 GPUs: its last period held
+    only the four captured CPU jobs of 2026. As drawn in the browser: periods of enough jobs only."""
+    from tracekit.report.data import TREND_MIN_JOBS, choose_period
+
+    tab = open_clean(browser, samples.page)
+    shown = numbers(tab)
+    with tracekit.open(samples.dataset) as ds:
+        overview = ds.query("dataset_overview").pl().row(0, named=True)
+        period = choose_period(overview["first_started_at"], overview["last_started_at"])
+        assert period is not None
+        trend = ds.query("group_size_trend", period.params()).pl()
+    counted = trend.filter((trend["calls"] > 0) & (trend["jobs"] >= TREND_MIN_JOBS))
+    first, last = counted.row(0, named=True), counted.row(-1, named=True)
+    assert (shown["trend_jobs_first"], shown["trend_jobs_last"]) == (first["jobs"], last["jobs"])
+    assert (shown["trend_median_job_first"], shown["trend_median_job_last"]) == (
+        first["median_job_gpus"],
+        last["median_job_gpus"],
+    )
+    assert shown["trend_median_job_last"] > shown["trend_median_job_first"]  # the sample fleet's jobs grow
+    text = tab.evaluate("document.querySelector('#fig-trend').innerText")
+    assert f"at least {TREND_MIN_JOBS} jobs" in text and "(4 jobs)" in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from tracekit.report.data import TREND_MIN_JOBS
 from tracekit.report.format import COMM_COLORS, COMM_NAMES, fmax, fmin
 
 if TYPE_CHECKING:
@@ -293,13 +294,15 @@ def _model_lines(cdf: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def message_cdf(cdf: pl.DataFrame, unit: str) -> Spec:
+def message_cdf(cdf: pl.DataFrame, unit: str) -> Spec | None:
     """Figure: CDF of message sizes per collective (one panel each, the most-called first), one line per
-    model, log size axis."""
+    model, log size axis; None when only Recv records sizes (it is left out: it mirrors Send)."""
     import altair as alt
     import polars as pl
 
     data = with_comm_names(_model_lines(cdf.filter(pl.col("unit") == unit)))
+    if data.is_empty():
+        return None
     low, high = fmin(data["size"]), fmax(data["size"])
     if unit == "bytes":
         ticks = _pow2_ticks(low, high, 7)
@@ -430,7 +433,7 @@ def trend(trend_frame: pl.DataFrame) -> Spec:
         .alias("period_start")
     )
     long = full.unpivot(
-        index=["period_start"], on=list(TREND_SERIES), variable_name="series", value_name="gpus"
+        index=["period_start", "jobs"], on=list(TREND_SERIES), variable_name="series", value_name="gpus"
     ).with_columns(
         pl.col("series").replace_strict({k: v[0] for k, v in TREND_SERIES.items()}).alias("label"),
         pl.col("series").replace_strict({k: v[1] for k, v in TREND_SERIES.items()}).alias("of"),
@@ -464,14 +467,20 @@ def trend(trend_frame: pl.DataFrame) -> Spec:
                 scale=alt.Scale(domain=["jobs", "collectives"], range=[[1, 0], [5, 3]]),
                 legend=None,  # the subtitle says it: solid for jobs, dashed for collectives
             ),
-            tooltip=["period_start:T", "label:N", alt.Tooltip("gpus:Q", format=",.1f")],
+            tooltip=[
+                "period_start:T",
+                "label:N",
+                alt.Tooltip("gpus:Q", format=",.1f"),
+                alt.Tooltip("jobs:Q", title="jobs started", format=","),
+            ],
         )
         .properties(
             width=WIDTH - 120,
             height=260,
             title=_title(
                 "GPUs per job and per collective over time",
-                "Per period of job start. Solid: job sizes; dashed: collective group sizes (send/recv left out).",
+                f"Per period of job start, periods of at least {TREND_MIN_JOBS} jobs. Solid: job sizes; dashed: "
+                "collective group sizes (send/recv left out).",
             ),
         )
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
 from tracekit.report import charts, headlines
-from tracekit.report.data import Scope
+from tracekit.report.data import TREND_MIN_JOBS, Scope
 from tracekit.report.format import Num, Sentence, comm_name, fmax, fmin, human_bytes, human_count, percent, ratio
 from tracekit.report.page import Figure, Section, table_html
 
@@ -334,12 +334,24 @@ def compare_sections(a: FleetData, b: FleetData, name_a: str, name_b: str) -> li
     intro: list[Sentence] = [[f"Left/blue: {names[0]}. Right/orange: {names[1]}."]]
     if a.empty and b.empty:
         intro.append(["Neither side has any job: there is nothing to compare."])
+    few = [(name, int(f.overview.get("jobs") or 0)) for f, name in ((a, names[0]), (b, names[1]))]
+    few = [(name, jobs) for name, jobs in few if jobs < TREND_MIN_JOBS]
+    if few and not (a.empty and b.empty):
+        sides = " and ".join(f"{name} has {human_count(jobs)} {'job' if jobs == 1 else 'jobs'}" for name, jobs in few)
+        intro.append(
+            [
+                f"{sides}: fewer than {TREND_MIN_JOBS} jobs, too few for their distributions to say something "
+                "of a fleet. The figures show both sides; their differences are not stated."
+            ]
+        )
     figures = [
         sizes_figure(a, b, names),
         classes_figure(a, b, names),
         messages_figure(a, b, names),
         groups_figure(a, b, names),
     ]
+    if few:
+        figures = [replace(f, headline=[]) for f in figures]
     section = Section("compare", "Two fleets side by side", intro, figures, html=summary_table(a, b, names))
     return [section, *[_side(f, n) for f, n in ((a, names[0]), (b, names[1]))]]
 

@@ -31,6 +31,10 @@ MAX_JOB_SECTIONS = 12
 JOBS_TABLE_ROWS = 100
 # A rank x rank all-to-allv matrix up to this many ranks; above it, one cell per 8-rank host.
 MATRIX_RANKS = 64
+# A period of the time trend is compared (its headline, its chart) only when at least this many jobs
+# started in it, and two fleets only when each has as many: the median of a handful of jobs says
+# nothing of a fleet (four captured CPU jobs of 2026, against a 2023-24 fleet, once reversed the trend).
+TREND_MIN_JOBS = 10
 # A job section replays the job (tracekit.replay, default placement: 8 GPUs per host) for its host x
 # host traffic matrix when that takes at most this many flows; `tracekit replay` does bigger jobs.
 REPLAY_MAX_FLOWS = 2_000_000
@@ -199,6 +203,14 @@ class ReportData:
     missing_jobs: list[str] = field(default_factory=list)
 
 
+def counted_periods(trend_frame: pl.DataFrame) -> pl.DataFrame:
+    """The periods of a group_size_trend frame that the trend compares: at least TREND_MIN_JOBS jobs
+    started in them, and their collectives record group sizes."""
+    import polars as pl
+
+    return trend_frame.filter((pl.col("calls") > 0) & (pl.col("jobs") >= TREND_MIN_JOBS))
+
+
 def choose_period(first: datetime | date | None, last: datetime | date | None) -> Period | None:
     """Calendar-aligned periods of 1, 3, 6 or 12 months: the shortest that cut the span into at most 12."""
     if first is None or last is None:
@@ -269,6 +281,7 @@ def host_traffic(ds: TraceDataset, job_id: str) -> HostTraffic:
 
     from tracekit.errors import TracekitError
     from tracekit.replay import Placement, host_matrix, replay
+    from tracekit.report.format import exact_sum
 
     placement = Placement()
     try:
@@ -283,8 +296,8 @@ def host_traffic(ds: TraceDataset, job_id: str) -> HostTraffic:
     hosts = pl.concat([flows["src_host"], flows["dst_host"]]).n_unique() if flows.height else 0
     return HostTraffic(
         host_matrix(result),
-        int(flows["bytes"].sum() or 0),
-        int(inside["bytes"].sum() or 0),
+        exact_sum(flows["bytes"]),
+        exact_sum(inside["bytes"]),
         placement.gpus_per_host,
         hosts,
     )

@@ -39,8 +39,18 @@ _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def fsum(series: Any) -> float:
-    """A polars column's sum as a float (0 for an empty or all-null column)."""
-    return float(series.sum() or 0)
+    """A polars column's sum as a float (0 for an empty or all-null column). Summed as floats: polars
+    sums a 64-bit integer column in 64 bits, wrapping around past 2^63 (three byte counts of 2^62)."""
+    import polars as pl
+
+    return float(series.cast(pl.Float64).sum() or 0)
+
+
+def exact_sum(series: Any) -> int:
+    """A polars integer column's exact sum (0 for an empty or all-null column), in 128 bits."""
+    import polars as pl
+
+    return int(series.cast(pl.Int128).sum() or 0)
 
 
 def fmax(series: Any) -> float:

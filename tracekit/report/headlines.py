@@ -157,6 +157,9 @@ def wire(mix_frame: pl.DataFrame) -> Sentence:
     shares = mix_frame.with_columns(
         (pl.col("in_bytes") / pl.col("in_bytes").sum().over("class")).fill_nan(0).alias("in_share")
     ).with_columns((pl.col("wire_share") - pl.col("in_share")).abs().alias("gap"))
+    shares = shares.filter(pl.col("gap").is_not_null())  # a collective of no known size has no share
+    if shares.is_empty():
+        return []
     row = shares.sort(["gap", "class", "comm_type"], descending=[True, False, False]).row(0, named=True)
     if row["gap"] < 0.05:
         return []
@@ -199,7 +202,7 @@ def message_sizes(cdf: pl.DataFrame, percentiles: pl.DataFrame) -> Sentence:
     )
     parts: Sentence = []
     for comm_type in totals["comm_type"].to_list()[:3]:
-        rows = by_type.filter(pl.col("comm_type") == comm_type)
+        rows = by_type.filter(pl.col("comm_type").eq_missing(comm_type))
         cum = rows["calls"].cum_sum() / rows["calls"].sum()
         half_bin = int(fmin(rows.filter(cum >= 0.5)["log2_bin"]))
         size_hi = 2.0 ** (half_bin + 1)
@@ -281,18 +284,48 @@ def group_sizes(groups: pl.DataFrame) -> Sentence:
 
 
 def trend(trend_frame: pl.DataFrame | None, period: Period | None) -> Sentence:
+    """The first and the last period of enough jobs compared (data.counted_periods: at least
+    TREND_MIN_JOBS jobs), with their job counts, and the periods left out named."""
+    from tracekit.report.data import TREND_MIN_JOBS, counted_periods
+
     if trend_frame is None or period is None or trend_frame.is_empty():
         return []
-    rows = trend_frame.filter(trend_frame["calls"] > 0).to_dicts()
-    if len(rows) < 2:
-        name = period_name(rows[0]["period_start"], period.months) if rows else "one period"
+    dated = trend_frame.filter(trend_frame["calls"] > 0).to_dicts()
+    rows = counted_periods(trend_frame).to_dicts()
+    left_out = [r for r in dated if r["jobs"] < TREND_MIN_JOBS]
+    few = ", ".join(
+        f"{period_name(r['period_start'], period.months)} ({human_count(r['jobs'])} {plural(r['jobs'], 'job')})"
+        for r in left_out
+    )
+    if len(dated) == 1:
+        name = period_name(dated[0]["period_start"], period.months)
         return [f"All jobs with collectives started in one period ({name}): there is no trend to show."]
+    if len(rows) < 2:
+        return [
+            f"Fewer than two periods hold at least {TREND_MIN_JOBS} jobs with collectives ("
+            + (few or "none")
+            + "): no trend is stated from so few jobs."
+        ]
     first, last = rows[0], rows[-1]
     job_growth = last["median_job_gpus"] / first["median_job_gpus"]
     group_growth = last["mean_group_size"] / first["mean_group_size"]
+    rule = f" Only periods in which at least {TREND_MIN_JOBS} jobs started are compared"
+    largest: Sentence = (
+        ["stayed at ", Num("trend_max_group_last", last["max_group_size"], human_count(last["max_group_size"]))]
+        if first["max_group_size"] == last["max_group_size"]
+        else [
+            "from ",
+            Num("trend_max_group_first", first["max_group_size"], human_count(first["max_group_size"])),
+            " to ",
+            Num("trend_max_group_last", last["max_group_size"], human_count(last["max_group_size"])),
+        ]
+    )
     return [
-        f"From {period_name(first['period_start'], period.months)} to "
-        f"{period_name(last['period_start'], period.months)} the median job went from ",
+        f"From {period_name(first['period_start'], period.months)} (",
+        Num("trend_jobs_first", first["jobs"], human_count(first["jobs"])),
+        f" {plural(first['jobs'], 'job')}) to {period_name(last['period_start'], period.months)} (",
+        Num("trend_jobs_last", last["jobs"], human_count(last["jobs"])),
+        f" {plural(last['jobs'], 'job')}) the median job went from ",
         Num("trend_median_job_first", first["median_job_gpus"], human_count(first["median_job_gpus"])),
         " to ",
         Num("trend_median_job_last", last["median_job_gpus"], human_count(last["median_job_gpus"])),
@@ -304,11 +337,10 @@ def trend(trend_frame: pl.DataFrame | None, period: Period | None) -> Sentence:
         Num("trend_mean_group_last", last["mean_group_size"], human_count(round(last["mean_group_size"], 1))),
         " GPUs (",
         Num("trend_group_growth", group_growth, ratio(group_growth)),
-        "), and the largest collective from ",
-        Num("trend_max_group_first", first["max_group_size"], human_count(first["max_group_size"])),
-        " to ",
-        Num("trend_max_group_last", last["max_group_size"], human_count(last["max_group_size"])),
+        "), and the largest collective ",
+        *largest,
         " GPUs.",
+        rule + (f"; left out: {few}." if few else "."),
     ]
 
 
@@ -389,8 +421,8 @@ def job_groups(job: JobData) -> Sentence:
         what = f"group {top['pg_name']}" + (f" ({top['pg_desc']})" if top["pg_desc"] else "")
     size = f" of {human_count(top['group_size'])} GPUs" if top["group_size"] else ""
     return [
-        f"{frame.height} process group{'s' if frame.height != 1 else ''} carry traffic; the busiest, {what}{size}, "
-        "carries ",
+        f"{frame.height} process group{'s carry' if frame.height != 1 else ' carries'} traffic; "
+        f"the busiest, {what}{size}, carries ",
         Num(f"job_top_group_share:{key}", top["wire_share"], percent(top["wire_share"])),
         " of the bytes on the wire.",
     ]
@@ -421,7 +453,7 @@ def job_stragglers(job: JobData) -> Sentence:
     spread = frame["start_spread_us"]
     median, p99 = float(spread.median()), float(spread.quantile(0.99, "nearest"))  # type: ignore[arg-type]
     parts: Sentence = [
-        f"Over {human_count(frame.height)} collectives matched across ranks, the ranks start one a median ",
+        f"Over {human_count(frame.height)} collectives matched across ranks, their ranks start a median ",
         Num(f"job_start_spread_p50:{key}", median, microseconds(median)),
         " apart (p99 ",
         Num(f"job_start_spread_p99:{key}", p99, microseconds(p99)),
@@ -429,7 +461,7 @@ def job_stragglers(job: JobData) -> Sentence:
     ]
     late = frame.drop_nulls("last_rank")
     if late.is_empty():
-        return [*parts, "; their ranks always start together."]
+        return [*parts, "; they always start together."]
     last = (
         late.group_by("last_rank", maintain_order=True)
         .len()

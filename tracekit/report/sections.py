@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.queries import query_comment
 from tracekit.report import charts, headlines
-from tracekit.report.data import JOBS_TABLE_ROWS
+from tracekit.report.data import JOBS_TABLE_ROWS, TREND_MIN_JOBS, counted_periods
 from tracekit.report.format import Sentence, comm_name, human_bytes, human_count, human_elems, names_list, percent
 from tracekit.report.page import Figure, Section, escape, table_html
 
@@ -88,14 +88,20 @@ def message_figure(fleet: FleetData, unit: str) -> Figure:
 def trend_figure(fleet: FleetData, line: Sentence) -> Figure:
     import polars as pl
 
-    has_calls = fleet.trend is not None and fleet.trend.filter(pl.col("calls") > 0).height > 0
+    counted = counted_periods(fleet.trend) if fleet.trend is not None else None
     months = fleet.period.months if fleet.period else 0
+    if fleet.period is None:
+        empty = "no job records when it started."
+    elif fleet.trend is None or fleet.trend.filter(pl.col("calls") > 0).is_empty():
+        empty = "no collective records its group size."
+    else:
+        empty = f"no period holds at least {TREND_MIN_JOBS} jobs whose collectives record their group size."
     return Figure(
         "fig-trend",
         "GPUs per job and per collective over time",
         [line],
-        charts.trend(fleet.trend) if has_calls and fleet.trend is not None else None,
-        "no job records when it started." if fleet.period is None else "no collective records its group size.",
+        charts.trend(counted) if counted is not None and counted.height else None,
+        empty,
         [("group_size_trend", {"start": fleet.period.start.isoformat(), "period_months": months})]
         if fleet.period
         else ["group_size_trend"],
