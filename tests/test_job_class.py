@@ -1,8 +1,9 @@
 """The parallelism class that queries/job_class.sql infers from a job's collectives alone.
 
-Measured against the generator's labels on fleets of every built-in profile (≥95% agreement, the
-issue's bar), on the captured sample jobs (the class their README names), and on jobs of which only
-some ranks were ingested. bench/bench_report.py measures agreement on larger fleets.
+Measured on hand-made jobs of known class that sit where a rule reading shares would go wrong
+(tests/job_class_cases.py), against the generator's labels on fleets of every built-in profile, on
+the captured sample jobs (the class their README names), and on jobs of which only some ranks were
+ingested. bench/bench_report.py measures agreement on larger fleets.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 import tracekit
 from tests.conftest import SAMPLE_TRACES
+from tests.job_class_cases import CASES, Case
 from tracekit.generate import generate_fleet, load_profile
 from tracekit.ingest import ingest
 
@@ -31,6 +33,23 @@ share = 1.0
 sizes = [256]
 weights = [1.0]
 """
+
+
+@pytest.fixture(scope="module")
+def hand_made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every case of tests/job_class_cases.py, ingested as one fleet: job -> inferred class."""
+    root = tmp_path_factory.mktemp("hand-made")
+    for case in CASES:
+        case.write(root / "jobs")
+    report = ingest([root / "jobs"], root / "ds")
+    assert report.ok, report.errors[:3]
+    with tracekit.open(root / "ds") as ds:
+        return dict(ds.sql("select job_id, inferred_class from job_class").fetchall())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_a_hand_made_job_gets_its_true_class(hand_made: dict[str, str], case: Case) -> None:
+    assert hand_made[case.name] == case.true_class, case.why
 
 
 def _fleet(root: Path, profile: str | Path, jobs: int, seed: int, trace_format: str = "chakra") -> Path:
