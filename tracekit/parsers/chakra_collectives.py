@@ -5,7 +5,8 @@ attribute: it is the reference. Here the `attr` messages of every communication 
 block are decoded together (chakra_columns.decode_attributes) and the block's rows built as Arrow
 columns, reading each attribute as the reference does: the last attribute of a name wins, integers
 from whichever integer, bool or integral float member carries them (`attribute_ints`), pg_name from
-its string or as the decimal text of an integer.
+its string or as the decimal text of an integer, dtype from its string; the split sizes of the few
+nodes that carry them are decoded node by node.
 
 A row the value rules would change or note (tracekit.parsers.common.values: an id beyond int64, a
 peer beyond the ranks, a size out of bounds), a pg_name given as bytes, or a block whose attributes
@@ -34,9 +35,10 @@ from tracekit.parsers.chakra_columns import (
     gather,
     ranges,
 )
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, dtype_bytes, normalize_dtype
 from tracekit.parsers.common.rows import CollectiveRow, collectives_batch
-from tracekit.parsers.common.values import ROW_BOUNDS, Bound
+from tracekit.parsers.common.sizes import is_uneven
+from tracekit.parsers.common.values import ROW_BOUNDS, ROW_LISTS, Bound
 from tracekit.schema import arrow_schema
 
 COMM_SEND_NODE = et_def_pb2.COMM_SEND_NODE
@@ -44,7 +46,19 @@ COMM_RECV_NODE = et_def_pb2.COMM_RECV_NODE
 COMM_COLL_NODE = et_def_pb2.COMM_COLL_NODE
 SOURCE = "chakra_node"
 
-_ATTRS = ("comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name")
+_ATTRS = (
+    "comm_type",
+    "comm_src",
+    "comm_dst",
+    "comm_size",
+    "rf_id",
+    "pg_name",
+    "dtype",
+    "out_msg_nelems",
+    "in_split_size",
+    "out_split_size",
+)
+_INT64_LIST = 10  # AttributeProto.int64_list
 _CODES = np.array(sorted(CHAKRA_COMM_TYPES), np.int64)
 _LABELS = [CHAKRA_COMM_TYPES[int(code)] for code in _CODES] + ["SEND", "RECV"]
 _SEND_LABEL, _RECV_LABEL = len(_CODES), len(_CODES) + 1
@@ -100,6 +114,10 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
     big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
     irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big)
+    typed = _Typed(buf, attrs, size, has_size & ~bad_size)
+    irregular |= typed.irregular
+    splits = _Splits(buf, attrs, records, rows & ~irregular, typed, name_offsets, name_bytes, label)
+    irregular |= splits.irregular
     # An irregular row's values are never read (its records go to the reference): nulls suffice.
     keep = np.flatnonzero(rows)
     starts, durations = nodes.starts[records[keep]], nodes.durations[records[keep]]
@@ -113,8 +131,122 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
         "start_us": pa.array(starts.astype(np.float64), mask=starts == 0),
         "duration_us": pa.array(durations.astype(np.float64)),
         "rf_id": pa.array(rf_id[keep], mask=~(has_rf_id & ~bad_rf_id)[keep]),
+        **typed.columns(keep),
+        **splits.columns(keep),
     }
     return CollectiveColumns(records[keep].tolist(), _batch(columns, len(keep)), records[rows & irregular].tolist())
+
+
+class _Typed:
+    """The element type of each node (`dtype`, a string attribute, as the c10 name normalize_dtype
+    gives) and the sizes it tells: in_elems from comm_size, out_elems and out_bytes from
+    out_msg_nelems. Irregular: a dtype given as bytes, an out_msg_nelems or out_bytes the row rules
+    would null."""
+
+    def __init__(self, buf: np.ndarray, attrs: _NodeAttributes, size: np.ndarray, has_size: np.ndarray) -> None:
+        texts = _texts(buf, attrs, "dtype").dictionary_encode()
+        names = [normalize_dtype(text) for text in texts.dictionary.to_pylist()]
+        indices = texts.indices.fill_null(0).to_numpy().astype(np.int64)
+        known = texts.indices.is_valid().to_numpy(zero_copy_only=False)
+        sizes = np.array([dtype_bytes(name) or 0 for name in names] + [0], np.int64)
+        self.itemsize = sizes[np.where(known, indices, len(names))]
+        self.dtype = pa.array(names + [None], pa.string()).take(pa.array(np.where(known, indices, len(names))))
+        typed = self.itemsize > 0
+        self.in_elems = np.where(typed, size // np.maximum(self.itemsize, 1), 0)
+        self.has_in_elems = typed & has_size & (size % np.maximum(self.itemsize, 1) == 0)
+        out, self.has_out, big_out = attrs.integer("out_msg_nelems")
+        self.out_elems = out
+        bad_out = _outside(ROW_BOUNDS["out_elems"], out, self.has_out, big_out)
+        wide = self.has_out & typed & ~bad_out & (out > ROW_BOUNDS["out_bytes"].high // np.maximum(self.itemsize, 1))
+        self.has_out_bytes = self.has_out & typed
+        self.irregular = (attrs.kind("dtype") == BYTES_VAL) | bad_out | wide
+
+    def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
+        return {
+            "dtype": self.dtype.take(pa.array(keep)),
+            "in_elems": pa.array(self.in_elems[keep], mask=~self.has_in_elems[keep]),
+            "out_elems": pa.array(self.out_elems[keep], mask=~self.has_out[keep]),
+            "out_bytes": pa.array((self.out_elems * self.itemsize)[keep], mask=~self.has_out_bytes[keep]),
+        }
+
+
+class _Splits:
+    """The all-to-allv split sizes of the nodes that carry them (`in_split_size`, `out_split_size`),
+    decoded per node (few nodes carry them), and is_uneven where they do. Only an int64_list already
+    in elements (summing to in_elems / out_elems) within the row bounds is read here; any other
+    form, a list the split rules would convert or null, or one beyond the bounds is irregular."""
+
+    def __init__(
+        self,
+        buf: np.ndarray,
+        attrs: _NodeAttributes,
+        records: np.ndarray,
+        candidates: np.ndarray,
+        typed: _Typed,
+        name_offsets: np.ndarray,
+        name_bytes: np.ndarray,
+        label: np.ndarray,
+    ) -> None:
+        count = len(records)
+        self.irregular = np.zeros(count, bool)
+        self.lists: dict[str, dict[int, list[int]]] = {"in_splits": {}, "out_splits": {}}
+        self.uneven: dict[int, bool] = {}
+        carried = (attrs.slots["in_split_size"] >= 0) | (attrs.slots["out_split_size"] >= 0)
+        for i in np.flatnonzero(carried & candidates).tolist():
+            self._read(buf, attrs, i, typed, bytes(name_bytes[name_offsets[i] : name_offsets[i + 1]]), label[i])
+
+    def _read(self, buf: np.ndarray, attrs: _NodeAttributes, i: int, typed: _Typed, name: bytes, code: int) -> None:
+        found: dict[str, list[int] | None] = {}
+        for attr, field, elems, has in (
+            ("in_split_size", "in_splits", typed.in_elems, typed.has_in_elems),
+            ("out_split_size", "out_splits", typed.out_elems, typed.has_out),
+        ):
+            slot = int(attrs.slots[attr][i])
+            if slot < 0:
+                found[field] = None
+                continue
+            values = _int64_list(buf, attrs.columns, slot)
+            bound = ROW_LISTS[field]
+            if values is None or not all(bound.holds(v) for v in values):
+                self.irregular[i] = True
+                return
+            if values and not (has[i] and sum(values) == int(elems[i])):
+                self.irregular[i] = True  # the split rules would convert them from rows, or null them
+                return
+            found[field] = values
+        for field, values in found.items():
+            if values is not None:
+                self.lists[field][i] = values
+        comm_type = _LABELS[code] if code >= 0 else None
+        text = name.decode("utf-8", "replace")
+        self.uneven[i] = bool(is_uneven(text, comm_type, found["in_splits"], found["out_splits"], known=True))
+
+    def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
+        rows = keep.tolist()
+        out: dict[str, pa.Array] = {
+            field: pa.array([lists.get(i) for i in rows], pa.list_(pa.int64())) for field, lists in self.lists.items()
+        }
+        out["is_uneven"] = pa.array([self.uneven.get(i) for i in rows], pa.bool_())
+        return out
+
+
+def _int64_list(buf: np.ndarray, columns: AttributeColumns, slot: int) -> list[int] | None:
+    """The values of an attribute's int64_list member; None for any other member."""
+    if int(columns.kinds[slot]) != _INT64_LIST:
+        return None
+    payload = bytes(buf[int(columns.value_starts[slot]) : int(columns.value_ends[slot])])
+    return list(et_def_pb2.Int64List.FromString(payload).values)
+
+
+def _texts(buf: np.ndarray, attrs: _NodeAttributes, name: str) -> pa.Array:
+    """Each node's attribute `name` as text where it is a string member, else null."""
+    slot = attrs.slots[name]
+    text = _at(attrs.columns.kinds, slot) == STRING_VAL
+    starts = np.where(text, _at(attrs.columns.value_starts, slot), 0)
+    ends = np.where(text, _at(attrs.columns.value_ends, slot), 0)
+    offsets, data = gather(buf, starts, ends)
+    valid = pa.py_buffer(np.packbits(text, bitorder="little"))
+    return pa.StringArray.from_buffers(len(text), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), valid)
 
 
 class _NodeAttributes:
@@ -185,13 +317,7 @@ def _pg_names(
 ) -> pa.Array:
     """pg_name of rows `keep`: a string attribute's text, an integer attribute's decimal text (as
     str() writes it), else null."""
-    slot = attrs.slots["pg_name"][keep]
-    text = _at(attrs.columns.kinds, slot) == STRING_VAL
-    starts = np.where(text, _at(attrs.columns.value_starts, slot), 0)
-    ends = np.where(text, _at(attrs.columns.value_ends, slot), 0)
-    offsets, data = gather(buf, starts, ends)
-    valid = pa.py_buffer(np.packbits(text, bitorder="little"))
-    names = pa.StringArray.from_buffers(len(text), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), valid)
+    names = _texts(buf, attrs, "pg_name").take(pa.array(keep))
     if numeric.any():
         names = pc.if_else(pa.array(numeric), pa.array(numbers).cast(pa.string()), names)
     return names
