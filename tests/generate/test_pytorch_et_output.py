@@ -110,7 +110,10 @@ def test_jobs_keep_manifest_label_and_start(pair: Pair) -> None:
 
 
 def test_same_collectives_as_the_chakra_fleet(pair: Pair) -> None:
-    query = "select job_id, rank, comm_type, in_bytes, group_size, peer, pg_name from collectives"
+    query = (
+        "select job_id, rank, comm_type, in_bytes, group_size, peer, pg_name, dtype, in_elems, out_elems,"
+        " in_splits, out_splits, is_uneven from collectives"
+    )
 
     def per_rank(dataset: Path) -> dict[tuple[str, int], Counter]:
         out: dict[tuple[str, int], Counter] = {}
@@ -130,7 +133,8 @@ def test_collective_details(pair: Pair) -> None:
     rows = _sql(
         pair.json_ds,
         "select comm_type, op_name, is_uneven, count(*) filter (where inferred is not null and len(inferred) > 0),"
-        " count(*) filter (where in_bytes <> in_elems * (case dtype when 'BFloat16' then 2 else 1 end))"
+        " count(*) filter (where in_bytes <> in_elems * (case dtype when 'BFloat16' then 2 when 'Float' then 4"
+        " when 'Long' then 8 end))"
         " from collectives group by all",
     )
     by_type = {r[0]: r for r in rows}
