@@ -31,9 +31,11 @@ description = "sample profile with jobs of at most 16 GPUs, for the output-forma
 
 [job_size]
 max_size = 16
+growth = 0.4
 
 [job_size.sources]
 max_size = "[est] keeps these fleets to ~150 rank files"
+growth = "[est] the most two sizes allow over two years (0.48)"
 """
 
 
