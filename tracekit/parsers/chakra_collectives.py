@@ -34,11 +34,11 @@ from tracekit.parsers.chakra_columns import (
     decode_attributes,
     gather,
     ranges,
+    varints,
 )
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, dtype_bytes, normalize_dtype
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, dtype_bytes, is_uneven_name, normalize_dtype
 from tracekit.parsers.common.rows import CollectiveRow, collectives_batch
-from tracekit.parsers.common.sizes import is_uneven
-from tracekit.parsers.common.values import ROW_BOUNDS, ROW_LISTS, Bound
+from tracekit.parsers.common.values import ROW_BOUNDS, Bound
 from tracekit.schema import arrow_schema
 
 COMM_SEND_NODE = et_def_pb2.COMM_SEND_NODE
@@ -172,9 +172,10 @@ class _Typed:
 
 class _Splits:
     """The all-to-allv split sizes of the nodes that carry them (`in_split_size`, `out_split_size`),
-    decoded per node (few nodes carry them), and is_uneven where they do. Only an int64_list already
-    in elements (summing to in_elems / out_elems) within the row bounds is read here; any other
-    form, a list the split rules would convert or null, or one beyond the bounds is irregular."""
+    and is_uneven where they do. Only an int64_list in its canonical form (one packed field) already
+    in elements (summing to in_elems / out_elems) within the row bounds is read here, every list of
+    the block at once; any other form, a list the split rules would convert or null, or one beyond
+    the bounds makes its node irregular."""
 
     def __init__(
         self,
@@ -189,53 +190,98 @@ class _Splits:
     ) -> None:
         count = len(records)
         self.irregular = np.zeros(count, bool)
-        self.lists: dict[str, dict[int, list[int]]] = {"in_splits": {}, "out_splits": {}}
-        self.uneven: dict[int, bool] = {}
-        carried = (attrs.slots["in_split_size"] >= 0) | (attrs.slots["out_split_size"] >= 0)
-        for i in np.flatnonzero(carried & candidates).tolist():
-            self._read(buf, attrs, i, typed, bytes(name_bytes[name_offsets[i] : name_offsets[i + 1]]), label[i])
-
-    def _read(self, buf: np.ndarray, attrs: _NodeAttributes, i: int, typed: _Typed, name: bytes, code: int) -> None:
-        found: dict[str, list[int] | None] = {}
+        carried = ((attrs.slots["in_split_size"] >= 0) | (attrs.slots["out_split_size"] >= 0)) & candidates
+        self.carried = carried
+        self.lists: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        spread = np.zeros(count, bool)
         for attr, field, elems, has in (
             ("in_split_size", "in_splits", typed.in_elems, typed.has_in_elems),
             ("out_split_size", "out_splits", typed.out_elems, typed.has_out),
         ):
-            slot = int(attrs.slots[attr][i])
-            if slot < 0:
-                found[field] = None
-                continue
-            values = _int64_list(buf, attrs.columns, slot)
-            bound = ROW_LISTS[field]
-            if values is None or not all(bound.holds(v) for v in values):
-                self.irregular[i] = True
-                return
-            if values and not (has[i] and sum(values) == int(elems[i])):
-                self.irregular[i] = True  # the split rules would convert them from rows, or null them
-                return
-            found[field] = values
-        for field, values in found.items():
-            if values is not None:
-                self.lists[field][i] = values
-        comm_type = _LABELS[code] if code >= 0 else None
-        text = name.decode("utf-8", "replace")
-        self.uneven[i] = bool(is_uneven(text, comm_type, found["in_splits"], found["out_splits"], known=True))
+            present = carried & (attrs.slots[attr] >= 0)
+            lengths, values, bad, differ = _int64_lists(buf, attrs.columns, attrs.slots[attr], present)
+            listed = lengths > 0
+            sums = np.zeros(count, np.int64)
+            if values.size:
+                sums[listed] = np.add.reduceat(values.astype(np.int64), _starts(lengths[listed]))
+            bad |= listed & ~(has & (elems == sums))  # the split rules would convert them from rows, or null them
+            self.irregular |= bad
+            spread |= differ
+            self.lists[field] = (present, lengths, values)
+        self.uneven = spread | _uneven_names(np.flatnonzero(carried), name_offsets, name_bytes, count)
 
     def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
-        rows = keep.tolist()
-        out: dict[str, pa.Array] = {
-            field: pa.array([lists.get(i) for i in rows], pa.list_(pa.int64())) for field, lists in self.lists.items()
-        }
-        out["is_uneven"] = pa.array([self.uneven.get(i) for i in rows], pa.bool_())
+        out: dict[str, pa.Array] = {}
+        for field, (present, lengths, values) in self.lists.items():
+            # Only rows carry lists, and every row is kept: the values are those of the kept rows.
+            row_offsets = np.zeros(len(keep) + 1, np.int32)
+            np.cumsum(lengths[keep], out=row_offsets[1:])
+            out[field] = pa.ListArray.from_arrays(
+                pa.array(row_offsets), pa.array(values.astype(np.int64)), mask=pa.array(~present[keep])
+            )
+        out["is_uneven"] = pa.array(self.uneven[keep], pa.bool_(), mask=~self.carried[keep])
         return out
 
 
-def _int64_list(buf: np.ndarray, columns: AttributeColumns, slot: int) -> list[int] | None:
-    """The values of an attribute's int64_list member; None for any other member."""
-    if int(columns.kinds[slot]) != _INT64_LIST:
-        return None
-    payload = bytes(buf[int(columns.value_starts[slot]) : int(columns.value_ends[slot])])
-    return list(et_def_pb2.Int64List.FromString(payload).values)
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive segments of `lengths` (none empty) starts."""
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
+def _int64_lists(
+    buf: np.ndarray, columns: AttributeColumns, slots: np.ndarray, present: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The values of the int64_list attributes at `slots` of the nodes `present`, decoded together:
+    (values per node, every value in node order as uint64, nodes that cannot be read here, nodes
+    whose values are not all equal)."""
+    count = len(slots)
+    lengths = np.zeros(count, np.int64)
+    bad = np.zeros(count, bool)
+    differ = np.zeros(count, bool)
+    nodes = np.flatnonzero(present)
+    if not nodes.size:
+        return lengths, np.zeros(0, np.uint64), bad, differ
+    slot = slots[nodes]
+    begin = columns.value_starts[slot].astype(np.int64)
+    end = columns.value_ends[slot].astype(np.int64)
+    listed = columns.kinds[slot] == _INT64_LIST
+    empty = listed & (begin == end)
+    # Canonical: one packed field (tag 0x0A, length) filling the message.
+    framed = listed & ~empty & (buf[np.minimum(begin, len(buf) - 1)] == 0x0A)
+    length, after = varints(buf, np.where(framed, begin + 1, 0))
+    framed &= after.astype(np.int64) + length.astype(np.int64) == end
+    framed &= (end > after) & (buf[np.maximum(end - 1, 0)] < 0x80)
+    bad[nodes] = ~(framed | empty)
+    good = nodes[framed]
+    first, last = after[framed].astype(np.int64), end[framed]
+    offsets, index = ranges(first, last)
+    if not index.size:
+        return lengths, np.zeros(0, np.uint64), bad, differ
+    # A varint starts where the byte before it ends one (the payload's first byte follows the length).
+    starts_here = buf[index - 1] < 0x80
+    values, _ = varints(buf, index[starts_here])
+    per_node = np.add.reduceat(starts_here.astype(np.int64), offsets[:-1])
+    lengths[good] = per_node
+    segment = _starts(per_node)
+    # Beyond the row bounds, or too large to sum exactly here: the reference reads those.
+    large = (values > np.uint64(_EXACT_SPLIT)).astype(np.int8)
+    bad[good] |= (np.maximum.reduceat(large, segment) > 0) | (per_node > _MAX_SPLITS)
+    differ[good] = np.maximum.reduceat(values, segment) != np.minimum.reduceat(values, segment)
+    return lengths, values, bad, differ
+
+
+_EXACT_SPLIT = 1 << 40  # split sizes up to here, lists up to _MAX_SPLITS long: their int64 sums are exact
+_MAX_SPLITS = 1 << 20
+
+
+def _uneven_names(nodes: np.ndarray, name_offsets: np.ndarray, name_bytes: np.ndarray, count: int) -> np.ndarray:
+    """Nodes among `nodes` named as the variable-split all-to-all (is_uneven_name), each name once."""
+    out = np.zeros(count, bool)
+    names = _strings(name_offsets, name_bytes).take(pa.array(nodes)).dictionary_encode() if nodes.size else None
+    if names is not None:
+        named = np.array([is_uneven_name(n) for n in names.dictionary.to_pylist()] + [False], bool)
+        out[nodes] = named[names.indices.fill_null(len(named) - 1).to_numpy()]
+    return out
 
 
 def _texts(buf: np.ndarray, attrs: _NodeAttributes, name: str) -> pa.Array:
