@@ -167,7 +167,9 @@ def test_every_collective_carries_its_element_type(fleet_a: Fleet) -> None:
     with tracekit.open(fleet_a.dataset) as ds:
         untyped = ds.sql("select count(*) from collectives where dtype is null or in_elems is null").fetchall()
         types = dict(ds.sql("select op_name, any_value(dtype) from collectives group by 1").fetchall())
-        mixed = ds.sql("select op_name from collectives group by 1 having count(distinct dtype) > 1").fetchall()
+        mixed = ds.sql(
+            "select job_id, op_name from collectives group by all having count(distinct dtype) > 1"
+        ).fetchall()
     assert untyped == [(0,)] and mixed == []
     assert types["sparse_input_alltoallv"] == "Long"  # embedding ids
     assert types["ddp_bucket_allreduce"] == "Float"  # fp32 dense gradients

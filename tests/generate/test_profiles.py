@@ -57,6 +57,9 @@ def test_extends_and_validation(tmp_path: Path) -> None:
         load_profile(path)
     with pytest.raises(ValueError, match="no profile"):
         load_profile("no-such-profile")
+    path.write_text('extends = "default"\n[classes.fsdp]\ndtype = "bf16"\n')
+    with pytest.raises(ValueError, match="classes.fsdp.dtype is 'bf16', not one of BFloat16"):
+        load_profile(path)
     path.write_text('extends = "sample"\n[job_size]\nmax_size = 16\n')  # two sizes cannot grow 1.5x a year
     with pytest.raises(ValueError, match=r"job_size.growth 0.585 is more than its sizes allow over 24 months"):
         load_profile(path)

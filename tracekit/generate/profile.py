@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import InputError
+from tracekit.writers.pytorch_et import DTYPES
 
 Profile = dict[str, Any]
 
@@ -105,6 +106,12 @@ def validate_profile(profile: Profile) -> None:
             raise InputError(f"profile: unknown class {name!r} (classes are {', '.join(CLASSES)})")
         if not spec.get("models"):
             raise InputError(f"profile: class {name} has no models")
+        for where, table in [(f"classes.{name}", spec)] + [
+            (f"classes.{name}.models.{m}", model) for m, model in spec["models"].items()
+        ]:
+            for key, value in table.items():
+                if key.endswith("dtype") and value not in DTYPES:
+                    raise InputError(f"profile: {where}.{key} is {value!r}, not one of {', '.join(DTYPES)}")
     if not any(spec["share"] > 0 for spec in classes.values()):
         raise InputError("profile: every class share is 0")
     size_limit, class_limit = growth_limits(profile)
