@@ -155,9 +155,7 @@ def fit_profile(dataset: str | Path, base: str | Path | Profile = "default", nam
         validate_profile(prof)
         return prof
     shares = _shares(class_counts, present)
-    deviation = {
-        c: _slopes(class_counts, t, {k: float(k == c) for k in present}) / shares[c] for c in present
-    }
+    deviation = {c: _slopes(class_counts, t, {k: float(k == c) for k in present}) / shares[c] for c in present}
     growth = {c: deviation[c] - deviation[present[0]] for c in present}
     per_job = _per_job(msgs, spread, pgs)
     if any(r["by_comm_type"] and r["class"] in present for r in per_job.values()):

@@ -555,9 +555,7 @@ def _a2a_steps(
         t.comp("embedding_backward", 3000)
 
 
-def _alltoallv(
-    t: RankTrace, name: str, matrix: SplitMatrix, member: int, pg: str, plans: Alltoalls, ids: bool
-) -> None:
+def _alltoallv(t: RankTrace, name: str, matrix: SplitMatrix, member: int, pg: str, plans: Alltoalls, ids: bool) -> None:
     dtype = plans.dtype(ids)
     splits = matrix.splits(member)
     size = splits.sent * DTYPE_BYTES[dtype]
