@@ -395,8 +395,12 @@ def _rows_of(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, files
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:
     """Everything the run adds, into the database attached as `d`, and the Parquet files (in `out`)."""
     files = RunFiles(changes.run_id, root, out)
-    # A rollup table new to this dataset is filled for every job, not only those the run touches.
-    stale = [r for r in ROLLUPS if not _has_table(con, r)]
+    # A rollup table new to this dataset, or whose columns changed since it was written (its rule
+    # did: it is made again, in the declared columns), is filled for every job, not only those the
+    # run touches.
+    stale = [r for r in ROLLUPS if not _has_table(con, r) or _columns_changed(con, r)]
+    for rollup in stale:
+        con.execute(f"DROP TABLE IF EXISTS d.{rollup}")
     _ops_view_to_table(con, root)
     for table in TABLES:
         con.register("empty_table", arrow_schema(table).empty_table())
@@ -491,6 +495,11 @@ def _ops_view_to_table(con: duckdb.DuckDBPyConnection, root: Path) -> None:
 def _has_table(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     query = "SELECT 1 FROM information_schema.tables WHERE table_catalog = 'd' AND table_name = ?"
     return bool(con.execute(query, [table]).fetchall())
+
+
+def _columns_changed(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    have = [row[0] for row in con.execute(f"DESCRIBE d.{table}").fetchall()]
+    return have != arrow_schema(table).names
 
 
 def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
