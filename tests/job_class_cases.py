@@ -279,6 +279,17 @@ def _ring_allreduce_p2p() -> Case:
     )
 
 
+def _ring_only() -> Case:
+    world = 4
+
+    def one(rank: int) -> Iterator[Comm]:
+        for _ in range(2 * (world - 1)):
+            yield Comm("SEND", BUCKET // world, "Float", peer=(rank + 1) % world)
+            yield Comm("RECV", BUCKET // world, "Float", peer=(rank - 1) % world)
+
+    return Case("ring_only", "ddp", "a hand-written ring all-reduce and no collective at all", world, {}, steps(one))
+
+
 def _tp_sequence_parallel() -> Case:
     world = 32
 
@@ -732,4 +743,5 @@ CASES: list[Case] = [
     _ranking_chakra(),
     _fsdp_chakra(),
     _ddp_chakra(),
+    _ring_only(),
 ]

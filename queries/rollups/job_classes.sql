@@ -302,7 +302,8 @@ shares as (
         coalesce(r.replica_calls / nullif(g.host_scatter_calls, 0), 0) as replica_share,
         coalesce(pe.paired_calls / nullif(e.data_calls, 0), 0) as paired_share,
         coalesce(
-            (e.allreduce_calls + g.broadcast_calls + coalesce(pe.unpaired_gathers, 0) + coalesce(c.dp_p2p_calls, 0))
+            (e.allreduce_calls + coalesce(g.broadcast_calls, 0) + coalesce(pe.unpaired_gathers, 0)
+                + coalesce(c.dp_p2p_calls, 0))
                 / nullif(e.data_calls, 0),
             0
         ) as dp_share,
