@@ -1,31 +1,52 @@
 -- name: job_class
 -- answers: Which parallelism does each job use, judged from its collectives alone? One class per job
---          by the first rule below that holds, the evidence as columns, and the class of the job's
---          label beside it: a label 'class:model' overrides the inferred class (overridden says where
---          the two differ); a label without ':' names the model only.
+--          by the first rule below that holds (rule: its number), the evidence as columns, and the
+--          class of the job's label beside it: a label 'class:model' overrides the inferred class
+--          (overridden says where the two differ); a label without ':' names the model only.
 -- params: none
 -- returns: job_id, label, model, class, class_source ('label' or 'inferred'), inferred_class,
---          label_class, overridden, job_gpus (world_size, or the largest group when that is larger or
---          world_size is unknown), ranks_seen, data_calls, data_calls_per_rank, allreduce_share,
---          gather_scatter_share, alltoall_share, p2p_share, subgroup_share, allreduce_calls_per_rank,
---          allreduce_modal_share, uneven_alltoall, max_group_size, group_sizes, wire_bytes,
---          allreduce_wire_share, gather_scatter_wire_share, alltoall_wire_share, p2p_wire_share
--- rule: shares are of the job's data calls: collectives of more than 64 bytes or of unknown size, over
---          all ranks seen (control calls of a few scalars, such as a loss, token counts or DDP's bucket
---          layout, say nothing of the parallelism). Shares and per-rank counts do not depend on how
---          many of the job's ranks were ingested.
---          1. llm-3d       send/recv are >= 5% of data calls: pipeline stages pass activations
---          2. fsdp         all-gather + reduce-scatter are >= 50%: FSDP/ZeRO-3 gathers each unit's
---                          parameters and reduce-scatters its gradients (HSDP adds a replica all-reduce)
---          3. ranking-ddp  all-to-all(v) are >= 10%: embedding tables sharded model-parallel (DLRM) with
---                          a data-parallel all-reduce of the dense part; MoE expert parallelism has the
---                          same collectives and lands here too
---          4. llm-3d       >= 50% run in groups smaller than the job (tensor, pipeline and data-parallel
---                          groups partition it), or >= 90% of the data all-reduces have one size and there
---                          are >= 8 per rank (tensor-parallel all-reduces carry activations of one shape,
---                          b*s*h; DDP's gradient buckets differ in size: a small first one, a remainder)
---          5. ddp          all-reduce are >= 50%: data parallel, gradient buckets
---          6. other        none of these (also a job with no data calls)
+--          label_class, overridden, rule, job_gpus (world_size, or the largest group when that is
+--          larger or world_size is unknown), ranks_seen, data_calls, data_calls_per_rank,
+--          allreduce_share, gather_scatter_share, alltoall_share, p2p_share, subgroup_share,
+--          allreduce_calls_per_rank, allreduce_modal_share, allreduce_modal_dtype, uneven_alltoall,
+--          max_group_size, group_sizes, wire_bytes, allreduce_wire_share, gather_scatter_wire_share,
+--          alltoall_wire_share, p2p_wire_share, alltoall_family_share, alltoall_ids,
+--          alltoall_activations, p2p_kind, p2p_max_peers, p2p_mutual_share, p2p_in_group_share,
+--          pipeline_calls_per_rank, tp_share, host_groups, replica_share, paired_share, dp_share
+-- rule: A data call is a collective of more than 64 bytes or of unknown size (a loss, token counts or
+--          DDP's bucket layout say nothing of the parallelism); shares are of the job's data calls,
+--          all ranks seen, and do not depend on how many of its ranks were ingested. Ranks fill hosts
+--          of 8 GPUs in order: a host group is a process group of 2 to 8 consecutive ranks of one
+--          host, smaller than the job (its members from process_groups).
+--          Send/recv are read from who sends data to whom: an all-to-all where a rank exchanges with
+--          3 peers or more; a ring where every rank sends to one peer and receives from one and no
+--          pair passes data both ways; in-group where every pair shares a data-carrying group
+--          smaller than the job; else (also where no peer is recorded) a pipeline: neighbouring
+--          stages passing activations one way and gradients back.
+--          An all-to-all (with those written as send/recv) carries embedding ids when its elements
+--          are Long or Int, more than 32 per peer (token counts are a few per peer), and activations
+--          when they are of a floating-point type.
+--          1. moe          all-to-all are >= 5% of data calls, none carries ids, and they carry
+--                          activations or rule 2 or 3 holds: expert parallelism (alone, or with
+--                          tensor, pipeline or sharded data parallelism)
+--          2. llm-3d       pipeline send/recv are >= 2 data calls per rank: pipeline stages
+--          3. llm-3d       all-reduce, all-gather and reduce-scatter in host groups are >= 25% of data
+--                          calls: tensor parallelism (sequence parallelism gathers and scatters);
+--                          unless all-reduces outside host groups, of a size that host groups
+--                          all-gather, are >= 0.5 per host-group reduce-scatter (HSDP's replicas)
+--          4. llm-3d       a job of at most 8 GPUs, all-to-all under 5%, whose all-reduces are >= 50%,
+--                          >= 90% of them of one size and not Float or Double, >= 8 per rank: tensor
+--                          parallelism over the host (activations b*s*h in half precision; DDP's
+--                          gradient buckets differ in size or are fp32)
+--          5. fsdp         all-gathers and reduce-scatters paired by size (the gathered shard times the
+--                          group size is the scattered input, up to padding) are >= 30%: FSDP, HSDP,
+--                          ZeRO-2 and -3 (gradients reduce-scattered, parameters gathered back)
+--          6. ranking-ddp  all-to-all are >= 5%: embedding tables sharded model-parallel (DLRM) beside
+--                          data-parallel dense layers (all-to-all of unknown element type too)
+--          7. ddp          all-reduce, broadcast, unpaired all-gather and ring or in-group send/recv are
+--                          >= 50%, an all-reduce or send/recv among them: data parallel, with ZeRO-1's
+--                          broadcast or gathered optimizer shards
+--          8. other        none of these (also a job with no data calls)
 
 -- job_classes: this rule computed per job by every ingest (queries/rollups/job_classes.sql)
 select * from job_classes

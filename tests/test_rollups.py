@@ -34,12 +34,28 @@ def sample_traces_dir() -> Path:
     return SAMPLE_TRACES
 
 
+FROM_ROWS_QUERIES = ["job_class", *sorted(p.stem for p in FROM_ROWS.glob("*.sql"))]
+
+
+def _job_class_from_rows() -> str:
+    """The class rule over every collectives row: queries/rollups/job_classes.sql with the rollups it
+    reads computed from `collectives` in the same statement."""
+    rule = rollup_query("job_classes")
+    assert rule.startswith("with ")
+    inputs = ", ".join(f"{r} as ({rollup_query(r)})" for r in ROLLUPS if r != "job_classes")
+    return f"with {inputs}, {rule.removeprefix('with ')} order by job_id"
+
+
 def _from_rows(ds: tracekit.TraceDataset, name: str) -> pl.DataFrame:
     """The query as it was written over every collectives row (its dependencies too)."""
     con = ds.con
-    for old in ["job_class"] + sorted(p.stem for p in FROM_ROWS.glob("*.sql") if p.stem != "job_class"):
-        body = "\n".join(x for x in (FROM_ROWS / f"{old}.sql").read_text().splitlines() if not x.startswith("--"))
-        body = body.strip().rstrip(";").replace("job_class", "rows_job_class")
+    for old in FROM_ROWS_QUERIES:
+        if old == "job_class":
+            body = _job_class_from_rows()
+        else:
+            text = (FROM_ROWS / f"{old}.sql").read_text()
+            body = "\n".join(x for x in text.splitlines() if not x.startswith("--")).strip().rstrip(";")
+        body = body.replace("job_class", "rows_job_class")
         params = query_params(old)
         if params:
             for p in params:
@@ -69,7 +85,7 @@ def dataset(request: pytest.FixtureRequest) -> Path:
     return request.getfixturevalue(request.param)
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in FROM_ROWS.glob("*.sql")))
+@pytest.mark.parametrize("name", FROM_ROWS_QUERIES)
 def test_a_query_reading_rollups_gives_what_it_gave_from_every_row(dataset: Path, name: str) -> None:
     assert name in query_names()
     with tracekit.open(dataset) as ds:
@@ -145,6 +161,23 @@ def test_a_dataset_without_rollups_gets_them_computed_then_stored(tmp_path: Path
     ingest([tmp_path / "b"], tmp_path / "ds")
     stored = _rollups(tmp_path / "ds")
     assert stored["job_classes"]["job_id"].to_list() == ["jobA", "jobB"]
+
+
+def test_a_rollup_whose_columns_changed_is_recomputed_for_every_job(tmp_path: Path) -> None:
+    """A dataset written under an earlier rule (job_classes without the columns of this one): the next
+    run classifies every job again, not only those it touches."""
+    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)])
+    ingest([tmp_path / "a"], tmp_path / "ds")
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "ds" / "tracekit.duckdb"))
+    con.execute("ALTER TABLE job_classes DROP COLUMN rule")
+    con.execute("UPDATE job_classes SET inferred_class = 'by the old rule'")
+    con.close()
+    write_et_job(tmp_path / "b" / "jobB", [0], [("BROADCAST", 8)])
+    ingest([tmp_path / "b"], tmp_path / "ds")
+    stored = _rollups(tmp_path / "ds")["job_classes"]
+    assert stored.select("job_id", "inferred_class", "rule").rows() == [("jobA", "ddp", 7), ("jobB", "other", 8)]
 
 
 def test_small_parquet_files_are_merged_as_runs_accumulate(tmp_path: Path) -> None:

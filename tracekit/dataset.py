@@ -395,11 +395,12 @@ def _rows_of(con: duckdb.DuckDBPyConnection, name: str, schema: pa.Schema, files
 def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out: Path) -> Plan:
     """Everything the run adds, into the database attached as `d`, and the Parquet files (in `out`)."""
     files = RunFiles(changes.run_id, root, out)
-    # A rollup table new to this dataset, or whose columns changed type (a sum that needed more than
-    # 64 bits), is made afresh and filled for every job, not only those the run touches.
-    stale = [r for r in ROLLUPS if not _has_table(con, r) or _retyped(con, r)]
-    for table in stale:
-        con.execute(f"DROP TABLE IF EXISTS d.{table}")
+    # A rollup table new to this dataset, or whose columns changed since it was written (its rule
+    # did, or a sum needed more than 64 bits: it is made again, in the declared columns and types),
+    # is filled for every job, not only those the run touches.
+    stale = [r for r in ROLLUPS if not _has_table(con, r) or _columns_changed(con, r) or _retyped(con, r)]
+    for rollup in stale:
+        con.execute(f"DROP TABLE IF EXISTS d.{rollup}")
     _ops_view_to_table(con, root)
     for table in TABLES:
         con.register("empty_table", arrow_schema(table).empty_table())
@@ -505,6 +506,11 @@ def _retyped(con: duckdb.DuckDBPyConnection, table: str) -> bool:
         con.unregister("model_table")
     stored = {row[0]: row[1] for row in con.execute(f"DESCRIBE d.{table}").fetchall()}
     return any(model.get(name, kind) != kind for name, kind in stored.items())
+
+
+def _columns_changed(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    have = [row[0] for row in con.execute(f"DESCRIBE d.{table}").fetchall()]
+    return have != arrow_schema(table).names
 
 
 def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:

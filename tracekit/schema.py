@@ -22,11 +22,20 @@ TABLES = (
     "collective_sizes",
     "collective_ranks",
     "collective_ops",
+    "collective_groups",
+    "collective_peers",
     "job_classes",
 )
 # Tables derived by queries/rollups/<name>.sql, kept in step by every ingest for the jobs it touches;
 # in this order (each may read those before it).
-ROLLUPS = ("collective_sizes", "collective_ranks", "collective_ops", "job_classes")
+ROLLUPS = (
+    "collective_sizes",
+    "collective_ranks",
+    "collective_ops",
+    "collective_groups",
+    "collective_peers",
+    "job_classes",
+)
 
 COMM_TYPES = (
     "ALL_REDUCE",

@@ -162,6 +162,54 @@ def test_alltoallv_sizes_are_uneven_across_ranks(fleet_a: Fleet) -> None:
     assert spread and all(row[0] for row in spread)
 
 
+def test_every_collective_carries_its_element_type(fleet_a: Fleet) -> None:
+    """Issue 20: generated traces carried no dtype, so the report's element-count view was empty."""
+    with tracekit.open(fleet_a.dataset) as ds:
+        untyped = ds.sql("select count(*) from collectives where dtype is null or in_elems is null").fetchall()
+        types = dict(ds.sql("select op_name, any_value(dtype) from collectives group by 1").fetchall())
+        mixed = ds.sql(
+            "select job_id, op_name from collectives group by all having count(distinct dtype) > 1"
+        ).fetchall()
+    assert untyped == [(0,)] and mixed == []
+    assert types["sparse_input_alltoallv"] == "Long"  # embedding ids
+    assert types["ddp_bucket_allreduce"] == "Float"  # fp32 dense gradients
+    assert types["fsdp_fwd_allgather"] == types["tp_fwd_allreduce"] == types["pp_fwd_send"] == "BFloat16"
+
+
+def test_alltoallv_carry_uneven_splits_that_agree_across_ranks(fleet_a: Fleet) -> None:
+    """Rank i's in_splits[j] is rank j's out_splits[i] (issue 20: generated all-to-allv had no splits)."""
+    with tracekit.open(fleet_a.dataset) as ds:
+        rows = ds.sql(
+            "select c.job_id, c.op_id, list_position(g.ranks, c.rank) - 1, c.in_splits, c.out_splits, c.is_uneven,"
+            " c.in_elems, c.out_elems from collectives c join process_groups g using (job_id, pg_name)"
+            " where c.comm_type = 'ALL_TO_ALL'"
+        ).fetchall()
+    calls: dict[tuple[str, int], dict[int, tuple[list[int], list[int]]]] = {}
+    for job, op, index, ins, outs, uneven, in_elems, out_elems in rows:
+        assert uneven and sum(ins) == in_elems and sum(outs) == out_elems
+        calls.setdefault((job, op), {})[index] = (ins, outs)
+    assert calls
+    for members in calls.values():
+        n = len(members)
+        assert sorted(members) == list(range(n))
+        for i in range(n):
+            assert [members[j][1][i] for j in range(n)] == members[i][0]
+    assert any(len(set(ins)) > 1 for members in calls.values() for ins, _ in members.values())
+
+
+def test_bus_bandwidth_stays_under_the_link_speed(fleet_a: Fleet) -> None:
+    """No call of any rank reads faster than the NIC (issue 20: all-to-all read 117-143 GB/s on
+    50 GB/s NICs, one duration per collective applied to skewed per-rank sizes)."""
+    link = fleet_a.profile["fleet"]["link_gbps"] / 8
+    with tracekit.open(fleet_a.dataset) as ds:
+        fastest = dict(
+            ds.sql("select comm_type, max(busbw_gbps) from collective_bandwidth(null) group by 1").fetchall()
+        )
+    assert set(fastest) >= {"ALL_REDUCE", "ALL_TO_ALL", "ALL_GATHER", "REDUCE_SCATTER", "SEND"}
+    assert all(bw <= link for bw in fastest.values()), fastest
+    assert max(fastest.values()) > 0.9 * link  # the largest calls run at the link's speed
+
+
 def test_cli_generate_then_ingest(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "fleet"

@@ -12,7 +12,7 @@ from scipy import stats
 
 from tracekit.generate import builtin_profiles, load_profile, write_profile
 from tracekit.generate.jobs import draw_job
-from tracekit.generate.profile import class_probs, missing_sources, size_probs
+from tracekit.generate.profile import class_probs, job_sizes, missing_sources, size_probs
 
 ALPHA = 1e-3
 
@@ -57,6 +57,12 @@ def test_extends_and_validation(tmp_path: Path) -> None:
         load_profile(path)
     with pytest.raises(ValueError, match="no profile"):
         load_profile("no-such-profile")
+    path.write_text('extends = "default"\n[classes.fsdp]\ndtype = "bf16"\n')
+    with pytest.raises(ValueError, match="classes.fsdp.dtype is 'bf16', not one of BFloat16"):
+        load_profile(path)
+    path.write_text('extends = "sample"\n[job_size]\nmax_size = 16\n')  # two sizes cannot grow 1.5x a year
+    with pytest.raises(ValueError, match=r"job_size.growth 0.585 is more than its sizes allow over 24 months"):
+        load_profile(path)
 
 
 def test_job_draws_match_profile_formulas() -> None:
@@ -86,3 +92,32 @@ def test_job_draws_match_profile_formulas() -> None:
     first, last = min(sizes), max(sizes)
     mean = {p: sum(math.log2(s) * c for s, c in sizes[p].items()) / sum(sizes[p].values()) for p in (first, last)}
     assert mean[last] - mean[first] > 0.2
+
+
+@pytest.mark.parametrize("name", ["default", "sample"])
+def test_the_stated_shares_hold_over_the_whole_span(name: str) -> None:
+    """job_size.weights and the class shares are what a whole fleet holds (issue 20: they held at
+    the start date only, and growth piled jobs up at the largest size: 128 GPUs were the most common
+    size, 22% of jobs, and 8-GPU jobs 15% against the 30% stated)."""
+    profile = load_profile(name)
+    n = 20_000
+    specs = [draw_job(profile, 5, i, n) for i in range(n)]
+    sizes = Counter(spec.world_size for spec in specs)
+    names, weights = job_sizes(profile)
+    total = sum(weights)
+    assert stats.chisquare([sizes[s] for s in names], [n * w / total for w in weights]).pvalue > ALPHA
+    assert sizes.most_common(1)[0][0] == 8  # small jobs most common
+    classes = Counter(spec.cls for spec in specs)
+    shares = {c: spec["share"] for c, spec in profile["classes"].items()}
+    expected = [n * shares[c] / sum(shares.values()) for c in shares]
+    assert stats.chisquare([classes[c] for c in shares], expected).pvalue > ALPHA
+
+
+def test_jobs_grow_by_the_stated_rate() -> None:
+    """job_size.growth is the yearly growth of the mean log2 job size (a median 1.5x a year)."""
+    profile = load_profile("default")
+    n = 20_000
+    specs = [draw_job(profile, 6, i, n) for i in range(n)]
+    years = [(s.started_at - specs[0].started_at).total_seconds() / (365.25 * 86400) for s in specs]
+    slope = stats.linregress(years, [math.log2(s.world_size / 8) for s in specs]).slope
+    assert abs(slope - profile["job_size"]["growth"]) < 0.1 * profile["job_size"]["growth"]

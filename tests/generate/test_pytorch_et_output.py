@@ -23,7 +23,7 @@ from tracekit.ingest.discover import MANIFEST_NAME
 from tracekit.ingest.worker import rank_from_name
 
 JOBS = 12
-SEED = 3  # 12 jobs of all three classes: ranking-ddp, fsdp and llm-3d
+SEED = 10  # 12 jobs of all three classes: ranking-ddp, fsdp and llm-3d (8 GPUs, 16, 16 in 2 stages)
 PROFILE = """
 extends = "sample"
 name = "test-tiny"
@@ -31,9 +31,11 @@ description = "sample profile with jobs of at most 16 GPUs, for the output-forma
 
 [job_size]
 max_size = 16
+growth = 0.4
 
 [job_size.sources]
 max_size = "[est] keeps these fleets to ~150 rank files"
+growth = "[est] the most two sizes allow over two years (0.48)"
 """
 
 
@@ -110,12 +112,16 @@ def test_jobs_keep_manifest_label_and_start(pair: Pair) -> None:
 
 
 def test_same_collectives_as_the_chakra_fleet(pair: Pair) -> None:
-    query = "select job_id, rank, comm_type, in_bytes, group_size, peer, pg_name from collectives"
+    query = (
+        "select job_id, rank, comm_type, in_bytes, group_size, peer, pg_name, dtype, in_elems, in_splits, out_splits,"
+        " case when comm_type = 'ALL_TO_ALL' then [out_elems::varchar, is_uneven::varchar] end from collectives"
+    )
 
     def per_rank(dataset: Path) -> dict[tuple[str, int], Counter]:
         out: dict[tuple[str, int], Counter] = {}
         for job_id, rank, *rest in _sql(dataset, query):
-            out.setdefault((job_id, rank), Counter())[tuple(rest)] += 1
+            key = tuple(tuple(v) if isinstance(v, list) else v for v in rest)
+            out.setdefault((job_id, rank), Counter())[key] += 1
         return out
 
     chakra, pet = per_rank(pair.chakra_ds), per_rank(pair.json_ds)
@@ -130,7 +136,8 @@ def test_collective_details(pair: Pair) -> None:
     rows = _sql(
         pair.json_ds,
         "select comm_type, op_name, is_uneven, count(*) filter (where inferred is not null and len(inferred) > 0),"
-        " count(*) filter (where in_bytes <> in_elems * (case dtype when 'BFloat16' then 2 else 1 end))"
+        " count(*) filter (where in_bytes <> in_elems * (case dtype when 'BFloat16' then 2 when 'Float' then 4"
+        " when 'Long' then 8 end))"
         " from collectives group by all",
     )
     by_type = {r[0]: r for r in rows}

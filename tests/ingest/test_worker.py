@@ -100,7 +100,7 @@ def test_a_generated_fleet_ingests_the_same_with_and_without_parse_many(
     from tracekit.ingest import ingest
 
     fleet = tmp_path / "fleet"
-    generate_fleet(fleet, 20, 5, "default")
+    generate_fleet(fleet, 30, 5, "default")  # 1,072 rank files (and 20 jobs 712, as job sizes are drawn now)
     (fleet / "job-000003" / "broken.7.et").write_bytes((fleet / "job-000003").glob("*.et").__next__().read_bytes()[:-5])
     calls: list[int] = []
     many = chakra_et.parse_many

@@ -38,7 +38,10 @@ _MEMBER = st.one_of(
     st.builds(lambda n, v: ld(n, key(1, 0) + varint(v)), st.sampled_from([8, 10, 14, 28]), _U64),
     st.builds(lambda n: ld(n, b""), st.sampled_from([4, 30, 32])),
 )
-_NAME = st.sampled_from(["comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name", "is_cpu_op", "x", ""])
+_NAME = st.sampled_from(
+    ["comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name", "is_cpu_op", "x", ""]
+    + ["dtype", "out_msg_nelems", "in_split_size", "out_split_size"]
+)
 _EXTRA = st.sampled_from([ld(2, "doc"), key(40, 0) + varint(7), ld(41, b"ab"), key(42, 5) + bytes(4)])
 
 
@@ -49,12 +52,19 @@ def _attribute(draw: st.DrawFn) -> bytes:
     return b"".join(draw(st.permutations(parts)))
 
 
+_SPLITS = ("in_split_size", "out_split_size")
+_SPLIT_VALUES: tuple[list[int], ...] = ([], [1, 3], [2, 2], [131_072, 131_072], [(1 << 64) - 1])
+
 # Mostly the sizes and ranks of real traces, so that most blocks are regular.
 _TYPICAL = st.sampled_from(
     [ld(1, "comm_type") + key(9, 0) + varint(code) for code in range(10)]
     + [ld(1, "comm_size") + key(9, 0) + varint(size) for size in (0, 4, 1 << 20)]
     + [ld(1, name) + key(9, 0) + varint(3) for name in ("comm_src", "comm_dst", "rf_id")]
     + [ld(1, "pg_name") + ld(29, "0")]
+    + [ld(1, "dtype") + ld(29, name) for name in ("Float", "BFloat16", "c10::Half", "Long", "no such type")]
+    + [ld(1, "out_msg_nelems") + key(9, 0) + varint(n) for n in (0, 4, 1 << 18, 1 << 62)]
+    + [ld(1, name) + ld(10, ld(1, b"".join(varint(v) for v in values))) for name in _SPLITS for values in _SPLIT_VALUES]
+    + [ld(1, "in_split_size") + ld(29, "[1, 3]"), ld(1, "out_split_size") + ld(30, ld(1, "2"))]
 )
 
 
@@ -128,6 +138,78 @@ def test_a_value_the_rules_null_sends_its_group_to_the_reference() -> None:
     assert [w.message.split(" =")[0] for w in meta.warnings] == ["peer", "in_bytes"]
     assert tables["collectives"].column("peer").to_pylist()[-2:] == [None, None]
     assert_many_as_one([source, BytesSource(_file(nodes[:6]), "y", "y.et")])
+
+
+def _attr(name: str, value: object) -> bytes:
+    from tracekit.writers.chakra_et import attr
+
+    return bytes(attr(name, value).SerializeToString())
+
+
+def test_element_types_and_splits_are_read_column_wise() -> None:
+    """An all-to-allv as tracekit's generator writes it: dtype, out_msg_nelems and the per-peer
+    splits in elements; its row is built column-wise and is the reference's."""
+    a2a = (
+        ld(1, "comm_type") + key(9, 0) + varint(6),
+        _attr("comm_size", 16),
+        _attr("dtype", "Float"),
+        _attr("out_msg_nelems", 6),
+        _attr("in_split_size", [1, 3]),
+        _attr("out_split_size", [2, 4]),
+    )
+    plain = (*_ALL_REDUCE, _attr("dtype", "BFloat16"))
+    nodes = [_comm(1, a2a), _comm(2, plain), _comm(3, _ALL_REDUCE)]
+    _, _, tables = assert_same(BytesSource(_file(nodes), "x", "x.et"))
+    with mock.patch.object(chakra_et, "collective_row", side_effect=AssertionError("node by node")):
+        chakra_et.parse_many([BytesSource(_file(nodes), "x", "x.et")], FilesMemory())
+    rows = (
+        tables["collectives"]
+        .select(["dtype", "in_elems", "out_elems", "out_bytes", "in_splits", "out_splits", "is_uneven"])
+        .to_pylist()
+    )
+    assert rows == [
+        {
+            "dtype": "Float",
+            "in_elems": 4,
+            "out_elems": 6,
+            "out_bytes": 24,
+            "in_splits": [1, 3],
+            "out_splits": [2, 4],
+            "is_uneven": True,
+        },
+        {
+            "dtype": "BFloat16",
+            "in_elems": 2048,
+            "out_elems": None,
+            "out_bytes": None,
+            "in_splits": None,
+            "out_splits": None,
+            "is_uneven": None,
+        },
+        {
+            "dtype": None,
+            "in_elems": None,
+            "out_elems": None,
+            "out_bytes": None,
+            "in_splits": None,
+            "out_splits": None,
+            "is_uneven": None,
+        },
+    ]
+
+
+def test_splits_in_rows_go_to_the_reference_which_converts_them() -> None:
+    """Splits that count rows of 4 elements (PyTorch's convention): the split rules turn them into
+    elements and mark them inferred, as for every format."""
+    a2a = (
+        ld(1, "comm_type") + key(9, 0) + varint(6),
+        _attr("comm_size", 64),
+        _attr("dtype", "Float"),
+        _attr("in_split_size", [1, 3]),
+    )
+    _, _, tables = assert_same(BytesSource(_file([_comm(1, a2a)]), "x", "x.et"))
+    row = tables["collectives"].to_pylist()[0]
+    assert (row["in_splits"], row["inferred"]) == ([4, 12], ["in_splits"])
 
 
 def test_irregular_records_are_found() -> None:

@@ -64,7 +64,9 @@ def test_the_page_carries_aggregates_not_collectives(samples: SampleRun) -> None
     specs = json.loads(SPECS.search(html).group(1))  # type: ignore[union-attr]
     rows = sum(len(values) for spec in specs.values() for values in spec.get("datasets", {}).values())
     assert result.jobs == 208
-    assert rows < 3000  # the samples have 304,632 collective rows
+    # The samples have 214,512 collective rows; the page's largest table is a 64-GPU job's all-to-allv
+    # volume matrix (64 x 64 cells, since generated all-to-allv carry their splits).
+    assert rows < 6000
     assert result.bytes < 2_000_000
     assert 'src="http' not in html and 'href="http' not in html
 

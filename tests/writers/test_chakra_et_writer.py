@@ -24,6 +24,8 @@ from tracekit.writers.chakra_et import (
     comp_node,
     encode_varint,
     frame,
+    int64_list,
+    int64_list_fields,
     pg_init_node,
     recv_node,
     send_node,
@@ -126,6 +128,31 @@ def test_comm_node_attributes() -> None:
         "pg_name": ("string_val", "2"),
     }
     assert _attrs(comm_node(1, "b", 9, 0))["comm_type"] == ("int64_val", 9)
+
+
+@given(
+    st.integers(1, 70).flatmap(
+        lambda n: st.lists(
+            st.lists(st.one_of(st.integers(0, 300), st.integers(0, (1 << 63) - 1)), min_size=n, max_size=n),
+            min_size=1,
+            max_size=4,
+        )
+    )
+)
+def test_int64_list_fields_are_what_protobuf_serializes(rows: list[list[int]]) -> None:
+    """The `attr` fields appended to a serialized node: the bytes of the same node built with them,
+    whether encoded by numpy (wide rows) or by protobuf (narrow ones)."""
+    import numpy as np
+
+    base = comm_node(3, "a2a", "ALL_TO_ALL", 64, "0", attrs={"dtype": "Float"})
+    for row, field in zip(rows, int64_list_fields("in_split_size", np.array(rows)), strict=True):
+        expected = comm_node(
+            3, "a2a", "ALL_TO_ALL", 64, "0", attrs={"dtype": "Float", "s": int64_list("in_split_size", row)}
+        )
+        assert base.SerializeToString() + field == expected.SerializeToString()
+        assert list(et_def_pb2.Node.FromString(base.SerializeToString() + field).attr[-1].int64_list.values) == row
+    with pytest.raises(ValueError, match="non-negative"):
+        int64_list_fields("x", np.array([[1, -1]]))
 
 
 def test_send_recv_peers_are_int32() -> None:

@@ -5,9 +5,11 @@ message_sizes_by_label, message_size_spread, process_group_sizes), so the fit se
 user's SQL sees. What is estimated:
 
 * fleet span and periods: from jobs.started_at (`period_months` is kept from the base profile);
-* job sizes: weights and the growth of log2(size/8) over time, by maximum likelihood of the
-  multinomial-logit model of profile.py (P(s|t) ∝ w_s·exp(g·log2(s/8)·t));
-* classes (label 'class:model'): shares and per-class growth, same model with a slope per class;
+* job sizes: weights, the shares of the fleet's jobs (the model of profile.py states the shares of
+  the whole span), and growth, the least-squares slope of log2(size/8) over the jobs' start times;
+* classes (label 'class:model'): shares of the jobs, and per class the least-squares slope of its
+  share over time divided by the share (the model's growth_c − ḡ), relative to the first class;
+  growths beyond what the model allows over the span are cut to its limit (noted);
   models: their share within the class;
 * per model, lognormal {median, sigma} of every size from one value per job (log mean and standard
   deviation): ranking dense bytes (sum of a rank's DDP buckets per iteration), all-to-all sizes
@@ -43,7 +45,7 @@ from statistics import fmean, pstdev
 from typing import Any
 
 from tracekit.generate.jobs import fleet_span
-from tracekit.generate.profile import CLASSES, Profile, load_profile, periods, validate_profile
+from tracekit.generate.profile import CLASSES, Profile, growth_limits, load_profile, periods, validate_profile
 
 
 def run_query(ds: Any, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -52,51 +54,31 @@ def run_query(ds: Any, name: str, params: dict[str, Any] | None = None) -> list[
     return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
 
-def _logit_fit(
-    counts: dict[int, Counter[Any]], cats: list[Any], t: dict[int, float], x: dict[Any, float] | None
-) -> tuple[dict[Any, float], dict[Any, float]]:
-    """Maximum likelihood of P(k|t) ∝ exp(a_k + b_k·t) (x None) or ∝ exp(a_k + g·x_k·t).
+def _slopes(counts: dict[int, Counter[Any]], t: dict[int, float], x: dict[Any, float]) -> float:
+    """Least-squares slope, over jobs, of x[category] against the start time t[period]."""
+    jobs = [(t[p], x[k], n) for p, c in counts.items() for k, n in c.items() if k in x]
+    total = sum(n for _, _, n in jobs)
+    t_mean = sum(tt * n for tt, _, n in jobs) / total
+    x_mean = sum(xx * n for _, xx, n in jobs) / total
+    spread = sum(n * (tt - t_mean) ** 2 for tt, _, n in jobs)
+    return sum(n * (tt - t_mean) * (xx - x_mean) for tt, xx, n in jobs) / spread if spread else 0.0
 
-    Returns (weights at t=0, normalized; slope per category, or {"g": g}). Concave: plain gradient
-    ascent converges.
-    """
-    a = {k: 0.0 for k in cats}
-    b = {k: 0.0 for k in cats}
-    g = 0.0
-    total = sum(sum(c.values()) for c in counts.values())
-    scale = max(1.0, max(t.values(), default=1.0)) * (max((abs(v) for v in (x or {}).values()), default=1.0))
-    lr = 1.0 / (1.0 + scale * scale)
-    for _ in range(4000):
-        ga = dict.fromkeys(cats, 0.0)
-        gb = dict.fromkeys(cats, 0.0)
-        gg = 0.0
-        for p, c in counts.items():
-            n = sum(c.values())
-            if not n:
-                continue
-            logits = {k: a[k] + (g * x[k] if x is not None else b[k]) * t[p] for k in cats}
-            top = max(logits.values())
-            ex = {k: math.exp(v - top) for k, v in logits.items()}
-            z = sum(ex.values())
-            for k in cats:
-                r = c.get(k, 0) - n * ex[k] / z
-                ga[k] += r
-                if x is not None:
-                    gg += r * x[k] * t[p]
-                else:
-                    gb[k] += r * t[p]
-        for k in cats:
-            a[k] += lr * ga[k] / total * 4
-            b[k] += lr * gb[k] / total * 4
-        g += lr * gg / total * 4
-    top = max(a.values())
-    w = {k: math.exp(a[k] - top) for k in cats}
-    z = sum(w.values())
-    weights = {k: v / z for k, v in w.items()}
-    if x is not None:
-        return weights, {"g": g}
-    ref = b[cats[0]]
-    return weights, {k: b[k] - ref for k in cats}
+
+def _shares(counts: dict[int, Counter[Any]], cats: list[Any]) -> dict[Any, float]:
+    totals = Counter[Any]()
+    for c in counts.values():
+        totals.update(c)
+    n = sum(totals[k] for k in cats)
+    return {k: totals[k] / n for k in cats}
+
+
+def _within(value: float, limit: float, what: str, notes: list[str]) -> float:
+    """`value` cut to ±limit (a little inside it), noted when cut."""
+    if abs(value) <= limit:
+        return value
+    cut = math.copysign(limit * 0.999, value)
+    notes.append(f"{what}: the fit gives {value:.4g}, beyond what the model allows over the span; cut to {cut:.4g}")
+    return cut
 
 
 def _lognormal(values: list[float], within_var: float = 0.0) -> dict[str, float]:
@@ -172,7 +154,9 @@ def fit_profile(dataset: str | Path, base: str | Path | Profile = "default", nam
         prof["notes"] = notes
         validate_profile(prof)
         return prof
-    shares, growth = _logit_fit(class_counts, present, t, None)
+    shares = _shares(class_counts, present)
+    deviation = {c: _slopes(class_counts, t, {k: float(k == c) for k in present}) / shares[c] for c in present}
+    growth = {c: deviation[c] - deviation[present[0]] for c in present}
     per_job = _per_job(msgs, spread, pgs)
     if any(r["by_comm_type"] and r["class"] in present for r in per_job.values()):
         notes.append(
@@ -184,8 +168,10 @@ def fit_profile(dataset: str | Path, base: str | Path | Profile = "default", nam
         spec = copy.deepcopy(prof["classes"].get(cls) or load_profile("default")["classes"][cls])
         spec["share"] = round(shares[cls], 6)
         spec["growth"] = round(growth[cls], 4)
-        spec["sources"]["share"] = f"{src}: multinomial-logit MLE at the fleet start"
-        spec["sources"]["growth"] = f"{src}: MLE log-odds slope per year (relative to {present[0]})"
+        spec["sources"]["share"] = f"{src}: share of the labelled jobs"
+        spec["sources"]["growth"] = (
+            f"{src}: least-squares slope of the class's share per year over the share (relative to {present[0]})"
+        )
         base_models = spec["models"]
         spec["models"] = {}
         total = sum(model_counts[cls].values())
@@ -200,6 +186,7 @@ def fit_profile(dataset: str | Path, base: str | Path | Profile = "default", nam
         _FIT_CLASS[cls](spec, [r for r in per_job.values() if r["class"] == cls], src)
         classes[cls] = spec
     prof["classes"] = classes
+    _cut_class_growths(prof, notes)
     if notes:
         prof["notes"] = notes
     validate_profile(prof)
@@ -227,22 +214,34 @@ def _fit_job_sizes(prof: Profile, sizes: list[dict[str, Any]], t: dict[int, floa
     if not all_sizes:
         notes.append("job_size: no job size the generator can place; sizes, weights and growth kept from the base")
         return
-    weights, slope = _logit_fit(size_counts, all_sizes, t, {s: math.log2(s / 8) for s in all_sizes})
+    weights = _shares(size_counts, all_sizes)
+    slope = _slopes(size_counts, t, {s: math.log2(s / 8) for s in all_sizes})
     js = prof["job_size"]
     js.pop("max_size", None)
     js["sources"].pop("max_size", None)
     js.update(sizes=all_sizes, weights=[round(weights[s], 6) for s in all_sizes])
     js["sources"].update(
         sizes=f"{src}: job sizes seen",
-        weights=f"{src}: multinomial-logit MLE at the fleet start",
+        weights=f"{src}: share of the jobs",
     )
     if len([p for p, c in size_counts.items() if c]) > 1 and len(all_sizes) > 1:
-        js["growth"] = round(slope["g"], 4)
-        js["sources"]["growth"] = f"{src}: MLE slope of log2(size/8) per year"
+        js["growth"] = round(_within(slope, growth_limits(prof)[0], "job_size.growth", notes), 4)
+        js["sources"]["growth"] = f"{src}: least-squares slope of log2(size/8) per year"
     else:
         notes.append("job_size.growth: jobs of one period or of one size only; kept from the base profile")
     prof["tail"]["share"] = 0.0
     prof["tail"]["sources"]["share"] = f"{src}: large jobs are folded into job_size"
+
+
+def _cut_class_growths(prof: Profile, notes: list[str]) -> None:
+    """Class growths whose deviation from the mean growth is beyond the model's limit, cut to it."""
+    limit = growth_limits(prof)[1]
+    classes = prof["classes"]
+    total = sum(c["share"] for c in classes.values())
+    mean = sum(c["share"] * c["growth"] for c in classes.values()) / total
+    for name, spec in classes.items():
+        deviation = _within(spec["growth"] - mean, limit, f"classes.{name}.growth", notes)
+        spec["growth"] = round(mean + deviation, 4)
 
 
 def _period_params(ds: Any, prof: Profile) -> dict[str, Any]:

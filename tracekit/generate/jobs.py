@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tracekit.generate.profile import Profile, class_probs, model_probs, periods, size_probs
+from tracekit.parsers.common.names import DTYPE_BYTES
 
 LABEL_SEP = ":"
 
@@ -75,6 +76,12 @@ def lognormal(rng: random.Random, dist: dict[str, float]) -> int:
     return max(1, round(value))
 
 
+def aligned(nbytes: int, dtype: str) -> int:
+    """`nbytes` rounded to whole elements of `dtype` (at least one); 0 stays 0 (the role is absent)."""
+    size = DTYPE_BYTES[dtype]
+    return max(size, round(nbytes / size) * size) if nbytes > 0 else 0
+
+
 def divisor_at_most(n: int, cap: int, step: int = 8) -> int:
     """The largest divisor of n that is at most cap (a multiple of `step` when one exists)."""
     if n <= cap:
@@ -113,29 +120,38 @@ def draw_job(profile: Profile, seed: int, index: int, jobs: int) -> JobSpec:
 def _ranking_params(profile: Profile, spec: JobSpec, rng: random.Random) -> dict[str, Any]:
     cls = profile["classes"][spec.cls]
     model = cls["models"][spec.model]
+    dtypes = _dtypes(cls, model, ("dense_dtype", "a2a_dtype", "ids_dtype", "tiny_dtype"))
     return {
-        "dense_bytes": lognormal(rng, model["dense_bytes"]),
-        "a2a_bytes": lognormal(rng, model["a2a_bytes"]),
-        "input_bytes": lognormal(rng, model["input_bytes"]),
+        "dense_bytes": aligned(lognormal(rng, model["dense_bytes"]), dtypes["dense_dtype"]),
+        "a2a_bytes": aligned(lognormal(rng, model["a2a_bytes"]), dtypes["a2a_dtype"]),
+        "input_bytes": aligned(lognormal(rng, model["input_bytes"]), dtypes["ids_dtype"]),
         "uneven_sigma": model.get("uneven_sigma", 0.0),
         "a2a_calls": int(model.get("a2a_calls", 1)),
         "a2a_group": divisor_at_most(spec.world_size, cls["a2a_group_max"]),
+        **dtypes,
     }
+
+
+def _dtypes(cls: dict[str, Any], model: dict[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
+    """The element type of each role: the model's where it names one, else its class's."""
+    return {key: str(model.get(key, cls[key])) for key in keys}
 
 
 def _fsdp_params(profile: Profile, spec: JobSpec, rng: random.Random) -> dict[str, Any]:
     cls = profile["classes"][spec.cls]
     model = cls["models"][spec.model]
     shard = divisor_at_most(spec.world_size, cls["shard_group_max"])
+    dtypes = _dtypes(cls, model, ("dtype", "a2a_dtype", "ids_dtype", "tiny_dtype"))
     return {
         "units": int(model["units"]),
-        "unit_bytes": lognormal(rng, model["unit_bytes"]),
-        "a2a_bytes": lognormal(rng, model["a2a_bytes"]),
-        "input_bytes": lognormal(rng, model["input_bytes"]),
+        "unit_bytes": aligned(lognormal(rng, model["unit_bytes"]), dtypes["dtype"]),
+        "a2a_bytes": aligned(lognormal(rng, model["a2a_bytes"]), dtypes["a2a_dtype"]),
+        "input_bytes": aligned(lognormal(rng, model["input_bytes"]), dtypes["ids_dtype"]),
         "uneven_sigma": model.get("uneven_sigma", 0.0),
         "a2a_calls": int(model.get("a2a_calls", 1)),
         "shard": shard,
         "replicate": spec.world_size // shard,
+        **dtypes,
     }
 
 
@@ -150,15 +166,17 @@ def _llm_params(profile: Profile, spec: JobSpec, rng: random.Random) -> dict[str
     while rest // pp > cls["dp_max"]:
         deeper = [d for d in range(pp + 1, rest + 1) if rest % d == 0]
         pp = deeper[0]
+    dtypes = _dtypes(cls, model, ("dtype", "tiny_dtype"))
     return {
         "tp": tp,
         "pp": pp,
         "dp": rest // pp,
-        "tp_bytes": lognormal(rng, model["tp_bytes"]),
-        "pp_bytes": lognormal(rng, model["pp_bytes"]),
-        "param_bytes": lognormal(rng, model["param_bytes"]),
+        "tp_bytes": aligned(lognormal(rng, model["tp_bytes"]), dtypes["dtype"]),
+        "pp_bytes": aligned(lognormal(rng, model["pp_bytes"]), dtypes["dtype"]),
+        "param_bytes": aligned(lognormal(rng, model["param_bytes"]), dtypes["dtype"]),
         "micro_batches": int(cls["micro_batches"]),
         "layers": int(cls["layers_per_stage"]),
+        **dtypes,
     }
 
 

@@ -7,15 +7,25 @@ estimate) or `[fit]` (estimated by `tracekit generate --fit` from a dataset). `e
 starts from another profile and overrides tables key by key.
 
 The distributions, at fleet time t (years since `fleet.start`, taken at the middle of the job's
-period of `fleet.period_months`):
+period of `fleet.period_months`), with t̄ the middle of the fleet's span. The stated weights and
+shares are those of the whole fleet (jobs start evenly over the span, and each change is linear in
+t − t̄, so it averages out), and no size gains what another loses beyond what the growth asks:
 
-* job size s_i:  P(s_i | t) ∝ w_i · exp(g · log2(s_i / 8) · t)        (job_size.weights, .growth)
-* class c:       P(c | t)   ∝ share_c · exp(growth_c · t)             (classes.<c>.share, .growth)
+* job size s:    P(s | t) = w_s · (1 + γ · (x_s − x̄) · (t − t̄))        (job_size.weights, .growth)
+                 w normalized, x_s = log2(s / 8), x̄ and Var(x) their mean and variance under w,
+                 γ = g / Var(x): the mean of log2(job size) grows by g = job_size.growth a year
+                 (g = log2 1.5 is a median job 1.5x larger each year);
+* class c:       P(c | t) = share_c · (1 + (growth_c − ḡ) · (t − t̄))    (classes.<c>.share, .growth)
+                 shares normalized, ḡ their mean growth: the log-odds of two classes change by the
+                 difference of their growths a year (at t̄);
 * model m of c:  P(m | c)   ∝ share_m                                 (classes.<c>.models.<m>.share)
 * sizes:         lognormal with `median` (bytes) and `sigma` (of the natural log), drawn per job
   (or per call for the embedding all-to-all's per-rank skew, `uneven_sigma`).
 * tail (large LLM jobs): with probability tail.share a job is a `tail.class` job with a size from
   tail.sizes/tail.weights and a model from tail.models.
+
+A probability must stay positive over the span, which bounds the growths a profile can state
+(`growth_limits`; validate_profile says when one is beyond it).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import InputError
+from tracekit.writers.pytorch_et import DTYPES
 
 Profile = dict[str, Any]
 
@@ -95,8 +106,26 @@ def validate_profile(profile: Profile) -> None:
             raise InputError(f"profile: unknown class {name!r} (classes are {', '.join(CLASSES)})")
         if not spec.get("models"):
             raise InputError(f"profile: class {name} has no models")
+        for where, table in [(f"classes.{name}", spec)] + [
+            (f"classes.{name}.models.{m}", model) for m, model in spec["models"].items()
+        ]:
+            for key, value in table.items():
+                if key.endswith("dtype") and value not in DTYPES:
+                    raise InputError(f"profile: {where}.{key} is {value!r}, not one of {', '.join(DTYPES)}")
     if not any(spec["share"] > 0 for spec in classes.values()):
         raise InputError("profile: every class share is 0")
+    size_limit, class_limit = growth_limits(profile)
+    span = f"over {periods(profile) * fleet['period_months']} months"
+    if abs(js.get("growth", 0.0)) > size_limit:
+        raise InputError(
+            f"profile: job_size.growth {js['growth']} is more than its sizes allow {span} (at most {size_limit:.4g})"
+        )
+    for name, deviation in _class_deviations(profile).items():
+        if abs(deviation) > class_limit:
+            raise InputError(
+                f"profile: classes.{name}.growth is {deviation:+.4g} from the classes' mean growth, more than "
+                f"{class_limit:.4g} {span}"
+            )
     tail = profile.get("tail", {})
     if tail.get("share", 0) > 0:
         for model in tail["models"]:
@@ -152,23 +181,57 @@ def period_years(profile: Profile, period: int) -> float:
     return (period + 0.5) * profile["fleet"]["period_months"] / 12.0
 
 
+def years_from_middle(profile: Profile, period: int) -> float:
+    """t − t̄ of a period: years from the middle of the fleet's span to the period's middle."""
+    return period_years(profile, period) - periods(profile) * profile["fleet"]["period_months"] / 24.0
+
+
+def _size_moments(profile: Profile) -> tuple[list[int], list[float], list[float], float, float]:
+    """(sizes, normalized weights, x = log2(size/8), mean of x, variance of x)."""
+    sizes, weights = job_sizes(profile)
+    total = sum(weights)
+    w = [v / total for v in weights]
+    x = [math.log2(s / 8) for s in sizes]
+    mean = sum(p * v for p, v in zip(w, x, strict=True))
+    var = sum(p * (v - mean) ** 2 for p, v in zip(w, x, strict=True))
+    return sizes, w, x, mean, var
+
+
 def size_probs(profile: Profile, period: int) -> tuple[list[int], list[float]]:
     """P(job size | period), for the non-tail population."""
-    sizes, weights = job_sizes(profile)
-    g = profile["job_size"].get("growth", 0.0)
-    t = period_years(profile, period)
-    raw = [w * math.exp(g * math.log2(s / 8) * t) for s, w in zip(sizes, weights, strict=True)]
-    total = sum(raw)
-    return sizes, [r / total for r in raw]
+    sizes, w, x, mean, var = _size_moments(profile)
+    gamma = profile["job_size"].get("growth", 0.0) / var if var > 0 else 0.0
+    dt = years_from_middle(profile, period)
+    return sizes, [p * (1 + gamma * (v - mean) * dt) for p, v in zip(w, x, strict=True)]
+
+
+def _class_deviations(profile: Profile) -> dict[str, float]:
+    """growth_c − ḡ per class (ḡ the share-weighted mean growth)."""
+    classes = profile["classes"]
+    total = sum(c["share"] for c in classes.values())
+    mean = sum(c["share"] * c.get("growth", 0.0) for c in classes.values()) / total
+    return {name: c.get("growth", 0.0) - mean for name, c in classes.items()}
 
 
 def class_probs(profile: Profile, period: int) -> tuple[list[str], list[float]]:
     """P(class | period), for the non-tail population."""
-    t = period_years(profile, period)
-    names = list(profile["classes"])
-    raw = [c["share"] * math.exp(c.get("growth", 0.0) * t) for c in profile["classes"].values()]
-    total = sum(raw)
-    return names, [r / total for r in raw]
+    classes = profile["classes"]
+    total = sum(c["share"] for c in classes.values())
+    deviations = _class_deviations(profile)
+    dt = years_from_middle(profile, period)
+    names = list(classes)
+    return names, [classes[n]["share"] / total * (1 + deviations[n] * dt) for n in names]
+
+
+def growth_limits(profile: Profile) -> tuple[float, float]:
+    """The largest |job_size.growth| and |growth_c − ḡ| that keep every probability positive over
+    the span (inf where nothing grows: a fleet of one period, or one size)."""
+    widest = abs(years_from_middle(profile, 0))
+    if widest == 0:
+        return math.inf, math.inf
+    _, _, x, mean, var = _size_moments(profile)
+    spread = max(abs(v - mean) for v in x)
+    return (var / (spread * widest) if spread > 0 else math.inf), 1 / widest
 
 
 def model_probs(profile: Profile, cls: str) -> tuple[list[str], list[float]]:

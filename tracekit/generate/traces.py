@@ -16,8 +16,17 @@ One iteration of each class (repeated `fleet.iterations` times), as node records
 Every collective names its process group (pg_name) and each rank's `process_group:init` METADATA
 node lists the groups it belongs to with their ranks, so ingest records explicit group sizes.
 Sizes follow Chakra's comm_size convention (bytes this rank passes in: the local shard for
-AllGather, the full input for ReduceScatter). Identical records are serialized once per job: most
-ranks of a job share most of their bytes.
+AllGather, the full input for ReduceScatter), in whole elements of the role's dtype (the profile
+names it: fp32 DDP buckets, int64 ids, bf16 shards and activations), which every comm node carries
+as its `dtype` attribute. An all-to-allv's per-peer sizes are one matrix per call and group,
+M[i][j] = elements rank i sends rank j = (its per-peer mean) x r_i x c_j, with r (each rank's volume)
+and c (each peer's share, mean 1) lognormal by the model's `uneven_sigma`, drawn per job and call:
+rank i's in_splits is row i, its out_splits column i, so every rank's splits agree with its peers'
+(the embeddings' backward all-to-allv sends the forward's matrix transposed). A collective takes as
+long on every rank of its group as its busiest rank needs at `fleet.link_gbps`: its bytes by
+nccl-tests' bus-bandwidth definition (S x 2(n-1)/n for all-reduce, ...), or for an all-to-allv the
+most any rank sends or receives, so no rank reads above the link's speed. Identical records are
+serialized once per job: most ranks of a job share most of their bytes.
 
 The class builders call a RankTrace per rank; rank_records serializes it as .et records, and
 rank_documents, with EtJsonRankTrace, as PyTorch Execution Trace JSON of the same nodes
@@ -27,14 +36,18 @@ rank_documents, with EtJsonRankTrace, as PyTorch Execution Trace JSON of the sam
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tracekit.generate.jobs import JobSpec
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.common.names import C10D_NAMES, PG_INIT_NAME
-from tracekit.writers.chakra_et import comm_node, comp_node, recv_node, send_node
+from tracekit.parsers.common.names import C10D_NAMES, DTYPE_BYTES, PG_INIT_NAME
+from tracekit.writers.chakra_et import comm_node, comp_node, int64_list_fields, recv_node, send_node
 
 ET_VERSION = "0.0.4"
 CLOCK_ORIGIN_US = 1_000_000
@@ -74,6 +87,40 @@ class Groups:
         return out
 
 
+@dataclass(frozen=True, eq=False)
+class Splits:
+    """One rank's share of an all-to-allv (member `member` of `matrix`): elements it sends to /
+    receives from each group member (ins, outs), their sums, and the same as the serialized `attr`
+    fields of a Chakra Node (in_split_size, out_split_size)."""
+
+    matrix: SplitMatrix
+    member: int
+
+    @property
+    def ins(self) -> list[int]:
+        return list(self.matrix.matrix[self.member].tolist())
+
+    @property
+    def outs(self) -> list[int]:
+        return list(self.matrix.matrix[:, self.member].tolist())
+
+    @property
+    def members(self) -> int:
+        return len(self.matrix.matrix)
+
+    @property
+    def sent(self) -> int:
+        return int(self.matrix.row_sums[self.member])
+
+    @property
+    def received(self) -> int:
+        return int(self.matrix.column_sums[self.member])
+
+    @property
+    def fields(self) -> bytes:
+        return self.matrix.fields(self.member)
+
+
 class RankTrace:
     """Builds one rank's records; `cache` (shared by the job's ranks) holds serialized records."""
 
@@ -84,6 +131,7 @@ class RankTrace:
         self.clock = CLOCK_ORIGIN_US
         self.last: int | None = None
         self.bytes_per_us = bytes_per_us
+        self.durations: dict[tuple[str, int, int], int] = {}
 
     def _emit(self, key: tuple[Any, ...], build: Any) -> int:
         node_id = self.next_id
@@ -101,6 +149,18 @@ class RankTrace:
         if deps is not None:
             return deps
         return () if self.last is None else (self.last,)
+
+    def duration(self, bus_bytes: float) -> int:
+        """Microseconds the link takes for `bus_bytes` (whole microseconds, rounded up, at least 1)."""
+        return max(1, math.ceil(bus_bytes / self.bytes_per_us))
+
+    def lasts(self, comm_type: str, size: int, group: int) -> int:
+        """duration() of a collective whose ranks pass in `size` bytes each (memoized per job)."""
+        key = (comm_type, size, group)
+        found = self.durations.get(key)
+        if found is None:
+            found = self.durations[key] = self.duration(bus(comm_type, size, group))
+        return found
 
     def pg_init(self, entries: list[dict[str, Any]]) -> None:
         text = json.dumps(entries, separators=(",", ":"))
@@ -134,17 +194,25 @@ class RankTrace:
         comm_type: str,
         size: int,
         pg: str,
-        logical: int | None = None,
+        group: int,
+        dtype: str,
         data: tuple[int, ...] | None = None,
         start: int | None = None,
+        splits: Splits | None = None,
+        bus_bytes: float | None = None,
     ) -> int:
-        """A collective; its duration (and so the clock) follows `logical` bytes (same on every rank)."""
-        duration = max(1, int((logical if logical is not None else size) / self.bytes_per_us))
+        """A collective over a group of `group` ranks; it lasts what its bus bytes take on the link
+        (`bus_bytes` where the ranks' sizes differ, else this rank's, by bus_bytes()), the same on
+        every rank, and moves the clock on unless it starts at `start`."""
+        duration = self.lasts(comm_type, size, group) if bus_bytes is None else self.duration(bus_bytes)
         begin = self.clock if start is None else start
         ctrl = () if data is not None else self._deps(None)
-        node = self._emit(
-            ("coll", name, comm_type, size, pg, ctrl, data, begin, duration),
-            lambda i: comm_node(
+
+        def build(i: int) -> Any:
+            attrs: dict[str, Any] = {"dtype": dtype}
+            if splits is not None:
+                attrs["out_msg_nelems"] = splits.received
+            return comm_node(
                 i,
                 name,
                 comm_type,
@@ -154,19 +222,27 @@ class RankTrace:
                 data_deps=data or (),
                 start_us=begin,
                 duration_us=duration,
-            ),
-        )
+                attrs=attrs,
+            )
+
+        if splits is None:
+            node = self._emit(("coll", name, comm_type, size, pg, dtype, ctrl, data, begin, duration), build)
+        else:  # every rank's splits differ: nothing to share, the split fields appended as bytes
+            node = self.next_id
+            self.next_id += 1
+            self.records.append(build(node).SerializeToString() + splits.fields)
+            self.last = node
         if start is None:
             self.clock += duration
         return node
 
-    def p2p(self, send: bool, name: str, size: int, rank: int, peer: int, tag: int, pg: str) -> int:
-        duration = max(1, int(size / self.bytes_per_us))
+    def p2p(self, send: bool, name: str, size: int, rank: int, peer: int, tag: int, pg: str, dtype: str) -> int:
+        duration = self.duration(size)
         ctrl = self._deps(None)
         begin = self.clock
         builder = send_node if send else recv_node
         node = self._emit(
-            ("p2p", send, name, size, rank, peer, tag, pg, ctrl, begin),
+            ("p2p", send, name, size, rank, peer, tag, pg, dtype, ctrl, begin),
             lambda i: builder(
                 i,
                 name,
@@ -178,15 +254,26 @@ class RankTrace:
                 ctrl_deps=ctrl,
                 start_us=begin,
                 duration_us=duration,
+                attrs={"dtype": dtype},
             ),
         )
         self.clock += duration
         return node
 
 
-def _even_splits(total: int, parts: int) -> list[int]:
-    base, extra = divmod(total, parts)
-    return [base + (k < extra) for k in range(parts)]
+def bus(comm_type: str, size: int, group: int) -> float:
+    """Bytes a rank's link carries for one collective of `size` bytes passed in (nccl-tests' bus
+    bytes: S x 2(n-1)/n for all-reduce, S x n x (n-1)/n for all-gather (S the shard), S x (n-1)/n for
+    reduce-scatter and all-to-all, S for the rest)."""
+    if group <= 1:
+        return 0.0
+    if comm_type == "ALL_REDUCE":
+        return size * 2.0 * (group - 1) / group
+    if comm_type == "ALL_GATHER":
+        return float(size * (group - 1))
+    if comm_type in ("REDUCE_SCATTER", "ALL_TO_ALL"):
+        return size * (group - 1) / group
+    return float(size)
 
 
 class EtJsonRankTrace(RankTrace):
@@ -194,9 +281,9 @@ class EtJsonRankTrace(RankTrace):
 
     Same calls, ids, clock and `last` as RankTrace, so a builder makes the same nodes in both formats:
     node id = .et id + 3 (ids 1 and 2 are the process and thread nodes), rf_id = .et id + 1. Compute
-    nodes are ops named as in the .et; collectives are record_param_comms nodes whose in_msg_nelems
-    times the dtype size is the .et comm_size (BFloat16, or Byte for an odd size). The ET tree is
-    flat (every op under the thread node): plain ET has no times and no dependency edges.
+    nodes are ops named as in the .et; collectives are record_param_comms nodes in the call's dtype,
+    whose in_msg_nelems times its size is the .et comm_size, with the all-to-allv's splits. The ET
+    tree is flat (every op under the thread node): plain ET has no times and no dependency edges.
     """
 
     def __init__(self, bytes_per_us: float, rank: int, tensor_ids: list[int]) -> None:
@@ -249,12 +336,11 @@ class EtJsonRankTrace(RankTrace):
         self,
         collective: str,
         pg: str,
-        size: int,
+        dtype: str,
         in_nelems: int,
         out_nelems: int,
         rank_arg: int,
-        in_splits: list[int] | None = None,
-        out_splits: list[int] | None = None,
+        splits: Splits | None = None,
         p2p: bool = False,
     ) -> int:
         desc, _, group_size, _, start, stride = self._group(pg)
@@ -268,7 +354,7 @@ class EtJsonRankTrace(RankTrace):
                 collective,
                 rf_id=node_id + 1,
                 seq=seq,
-                dtype="BFloat16" if size % 2 == 0 else "Byte",
+                dtype=dtype,
                 in_nelems=in_nelems,
                 out_nelems=out_nelems,
                 rank=rank_arg,
@@ -277,8 +363,8 @@ class EtJsonRankTrace(RankTrace):
                 pg_size=group_size,
                 rank_start=start,
                 rank_stride=stride,
-                in_splits=in_splits,
-                out_splits=out_splits,
+                in_splits=splits.ins if splits else None,
+                out_splits=splits.outs if splits else None,
                 tensor_ids=(in_id, in_id if collective == "allreduce" else self._tensor_id()),
                 device=self.device,
                 p2p=p2p,
@@ -292,42 +378,37 @@ class EtJsonRankTrace(RankTrace):
         comm_type: str,
         size: int,
         pg: str,
-        logical: int | None = None,
+        group: int,
+        dtype: str,
         data: tuple[int, ...] | None = None,
         start: int | None = None,
+        splits: Splits | None = None,
+        bus_bytes: float | None = None,
     ) -> int:
-        duration = max(1, int((logical if logical is not None else size) / self.bytes_per_us))
-        itemsize = 2 if size % 2 == 0 else 1
-        nelems = size // itemsize
+        duration = self.lasts(comm_type, size, group) if bus_bytes is None else self.duration(bus_bytes)
+        nelems = size // DTYPE_BYTES[dtype]
         _, _, group_size, local, _, _ = self._group(pg)
-        in_splits = out_splits = None
         collective = C10D_NAMES[comm_type]
         if comm_type == "ALL_TO_ALL":
-            if "alltoallv" in name.replace("_", ""):
-                collective = "all_to_allv"
-            out_nelems = max(1, (logical if logical is not None else size) // itemsize)
-            # An all-to-allv's per-peer splits are not part of the generated fleet (the .et format
-            # has none), so none are written rather than made up; an even all-to-all's are implied.
-            if collective != "all_to_allv":
-                in_splits = _even_splits(nelems, group_size)
-                out_splits = _even_splits(out_nelems, group_size)
+            collective = "all_to_allv" if splits is not None else collective
+            out_nelems = splits.received if splits is not None else nelems
         elif comm_type == "ALL_GATHER":
             out_nelems = nelems * group_size
         elif comm_type == "REDUCE_SCATTER":
             out_nelems = nelems // group_size
         else:
             out_nelems = nelems
-        node = self._comm(collective, pg, size, nelems, out_nelems, local, in_splits, out_splits)
+        node = self._comm(collective, pg, dtype, nelems, out_nelems, local, splits)
         if start is None:
             self.clock += duration
         return node
 
-    def p2p(self, send: bool, name: str, size: int, rank: int, peer: int, tag: int, pg: str) -> int:
-        duration = max(1, int(size / self.bytes_per_us))
-        nelems = size // (2 if size % 2 == 0 else 1)
+    def p2p(self, send: bool, name: str, size: int, rank: int, peer: int, tag: int, pg: str, dtype: str) -> int:
+        duration = self.duration(size)
+        nelems = size // DTYPE_BYTES[dtype]
         ranks = self._group(pg)[1]
         local_peer = ranks.index(peer) if peer in ranks else peer
-        node = self._comm("send" if send else "recv", pg, size, nelems, nelems, local_peer, p2p=True)
+        node = self._comm("send" if send else "recv", pg, dtype, nelems, nelems, local_peer, p2p=True)
         self.clock += duration
         return node
 
@@ -346,13 +427,51 @@ class EtJsonRankTrace(RankTrace):
 NewTrace = Callable[[int], RankTrace]
 
 
-def _skews(seed: int, rank: int, count: int, sigma: float) -> list[float]:
-    if sigma <= 0:
-        return [1.0] * count
-    rng = random.Random(f"skew:{seed}:{rank}")
-    import math
+class SplitMatrix:
+    """One all-to-allv of a group: M[i][j] elements from member i to member j (see the module
+    docstring), drawn from the job's seed and the call's key."""
 
-    return [math.exp(sigma * rng.gauss(0.0, 1.0)) for _ in range(count)]
+    def __init__(self, seed: int, key: str, members: int, per_rank: int, sigma: float) -> None:
+        rng = random.Random(f"splits:{seed}:{key}")
+        volume = np.array([math.exp(sigma * rng.gauss(0.0, 1.0)) if sigma > 0 else 1.0 for _ in range(members)])
+        share = np.array([math.exp(sigma * rng.gauss(0.0, 1.0)) if sigma > 0 else 1.0 for _ in range(members)])
+        share /= share.mean()
+        self._set(np.rint(per_rank / members * np.outer(volume, share)).astype(np.int64))
+
+    def _set(self, matrix: np.ndarray) -> None:
+        self.matrix = matrix
+        self.row_sums, self.column_sums = matrix.sum(axis=1), matrix.sum(axis=0)
+        self._busiest = self._busiest_member()
+        self._fields: list[bytes] | None = None
+
+    def transposed(self) -> SplitMatrix:
+        out = object.__new__(SplitMatrix)
+        out._set(self.matrix.T)
+        return out
+
+    def splits(self, member: int) -> Splits:
+        return Splits(self, member)
+
+    def fields(self, member: int) -> bytes:
+        """Member's in_split_size and out_split_size as serialized Node `attr` fields."""
+        if self._fields is None:
+            ins = int64_list_fields("in_split_size", self.matrix)
+            outs = int64_list_fields("out_split_size", self.matrix.T)
+            self._fields = [a + b for a, b in zip(ins, outs, strict=True)]
+        return self._fields[member]
+
+    def bus_bytes(self, itemsize: int) -> float:
+        """The most any member's link carries: what it sends or receives from the others, or its
+        input's bus bytes (S x (n-1)/n), whichever is more."""
+        return self._busiest * itemsize
+
+    def _busiest_member(self) -> float:
+        m = self.matrix
+        n = len(m)
+        own = np.diagonal(m)
+        sent, received = self.row_sums - own, self.column_sums - own
+        by_definition = self.row_sums * (n - 1) / n
+        return float(max(sent.max(), received.max(), by_definition.max()))
 
 
 def ddp_buckets(total: int, first: int, cap: int) -> list[int]:
@@ -393,29 +512,63 @@ def _bytes_per_us(profile: dict[str, Any]) -> float:
     return float(profile["fleet"].get("link_gbps", 400.0) * 1e3 / 8)
 
 
-def _a2a_steps(t: RankTrace, spec: JobSpec, rank: int, pg: str, p: dict[str, Any], iteration: int, phase: str) -> None:
-    """Embedding all-to-allv calls, one per embedding sharding group ("a2a_calls"), sizes skewed per rank."""
-    calls = p.get("a2a_calls", 1)
-    skews = _skews(spec.seed, rank * 1000 + iteration * 2 + (phase == "bwd"), calls + 1, p["uneven_sigma"])
+class Alltoalls:
+    """The job's embedding all-to-allv calls, one SplitMatrix per (iteration, call, group), made
+    once and shared by the ranks (the backward call sends the forward's matrix transposed)."""
+
+    def __init__(self, spec: JobSpec, p: dict[str, Any]) -> None:
+        self.seed, self.p = spec.seed, p
+        self.made: dict[tuple[Any, ...], SplitMatrix] = {}
+
+    def matrix(self, iteration: int, call: str, group: int, members: int, backward: bool = False) -> SplitMatrix:
+        key = (iteration, call, group, backward)
+        found = self.made.get(key)
+        if found is None:
+            if backward:
+                found = self.matrix(iteration, call, group, members).transposed()
+            else:
+                p = self.p
+                ids = call == "input"
+                per_rank = (p["input_bytes"] if ids else p["a2a_bytes"]) // DTYPE_BYTES[self.dtype(ids)]
+                found = SplitMatrix(self.seed, f"{iteration}:{call}:{group}", members, per_rank, p["uneven_sigma"])
+            self.made[key] = found
+        return found
+
+    def dtype(self, ids: bool) -> str:
+        return str(self.p["ids_dtype"] if ids else self.p["a2a_dtype"])
+
+
+def _a2a_steps(
+    t: RankTrace, plans: Alltoalls, member: int, group: tuple[int, int], pg: str, iteration: int, phase: str
+) -> None:
+    """Embedding all-to-allv calls, one per embedding sharding group ("a2a_calls"), each with its
+    per-peer splits; `group` is (index, size) of the rank's all-to-all group, `member` its place in it."""
+    index, size = group
+    calls = plans.p.get("a2a_calls", 1)
     if phase == "fwd":
-        t.coll(
-            "sparse_input_alltoallv",
-            "ALL_TO_ALL",
-            max(1, round(p["input_bytes"] * skews[0])),
-            pg,
-            logical=p["input_bytes"],
-        )
+        _alltoallv(t, "sparse_input_alltoallv", plans.matrix(iteration, "input", index, size), member, pg, plans, True)
         t.comp("embedding_lookup", 2000)
     for k in range(calls):
-        t.coll(
-            f"embedding_{phase}_alltoallv",
-            "ALL_TO_ALL",
-            max(1, round(p["a2a_bytes"] * skews[k + 1])),
-            pg,
-            logical=p["a2a_bytes"],
-        )
+        matrix = plans.matrix(iteration, f"embedding{k}", index, size, backward=phase == "bwd")
+        _alltoallv(t, f"embedding_{phase}_alltoallv", matrix, member, pg, plans, False)
     if phase == "bwd":
         t.comp("embedding_backward", 3000)
+
+
+def _alltoallv(t: RankTrace, name: str, matrix: SplitMatrix, member: int, pg: str, plans: Alltoalls, ids: bool) -> None:
+    dtype = plans.dtype(ids)
+    splits = matrix.splits(member)
+    size = splits.sent * DTYPE_BYTES[dtype]
+    t.coll(
+        name,
+        "ALL_TO_ALL",
+        size,
+        pg,
+        splits.members,
+        dtype,
+        splits=splits,
+        bus_bytes=matrix.bus_bytes(DTYPE_BYTES[dtype]),
+    )
 
 
 def _ranking(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> Iterator[tuple[int, Any]]:
@@ -426,24 +579,29 @@ def _ranking(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) 
     a2a_names = [groups.add("embedding_a2a", list(range(b, b + group))) for b in range(0, world, group)]
     buckets = ddp_buckets(p["dense_bytes"], cls["first_bucket_bytes"], cls["bucket_cap_bytes"])
     iterations = profile["fleet"]["iterations"]
+    plans = Alltoalls(spec, p)
+    dense, tiny = p["dense_dtype"], p["tiny_dtype"]
     for rank in range(world):
         t = new(rank)
         a2a = a2a_names[rank // group]
+        place = (rank // group, group)
         t.pg_init(groups.entries([a2a]))
         for it in range(iterations):
             t.comp("data_loader", 1000)
-            _a2a_steps(t, spec, rank, a2a, p, it, "fwd")
+            _a2a_steps(t, plans, rank % group, place, a2a, it, "fwd")
             t.comp("dense_forward", 20000)
             chunk = t.last
             bucket_ids = []
             for b, size in enumerate(buckets):
                 chunk = t.comp(f"dense_backward_{b}", 2000, deps=(chunk,) if chunk is not None else ())
-                bucket_ids.append(t.coll("ddp_bucket_allreduce", "ALL_REDUCE", size, "0", data=(chunk,), start=t.clock))
-            t.clock += sum(max(1, int(s / bpu)) for s in buckets[-1:])
+                bucket_ids.append(
+                    t.coll("ddp_bucket_allreduce", "ALL_REDUCE", size, "0", world, dense, data=(chunk,), start=t.clock)
+                )
+            t.clock += sum(t.lasts("ALL_REDUCE", s, world) for s in buckets[-1:])
             t.last = chunk
-            _a2a_steps(t, spec, rank, a2a, p, it, "bwd")
+            _a2a_steps(t, plans, rank % group, place, a2a, it, "bwd")
             for _ in range(cls["tiny_allreduces"]):
-                t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0")
+                t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0", world, tiny)
             before = () if t.last is None else (t.last,)
             t.comp("optimizer_step", 5000, deps=(*before, *bucket_ids))
         yield rank, t
@@ -456,9 +614,12 @@ def _fsdp(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> 
     groups = Groups(world)
     shard_names = [groups.add("fsdp_shard", list(range(b, b + shard))) for b in range(0, world, shard)]
     rep_names = [groups.add("fsdp_replicate", list(range(i, world, shard))) for i in range(shard)]
+    dtype, tiny = p["dtype"], p["tiny_dtype"]
+    itemsize = DTYPE_BYTES[dtype]
     unit = p["unit_bytes"]
-    shard_bytes = -(-unit // shard)
+    shard_bytes = -(-unit // itemsize // shard) * itemsize
     iterations = profile["fleet"]["iterations"]
+    plans = Alltoalls(spec, p)
     for rank in range(world):
         t = new(rank)
         sg = shard_names[rank // shard]
@@ -467,20 +628,20 @@ def _fsdp(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> 
         for it in range(iterations):
             t.comp("data_loader", 1000)
             if p["a2a_bytes"]:
-                _a2a_steps(t, spec, rank, "0", p, it, "fwd")
+                _a2a_steps(t, plans, rank, (0, world), "0", it, "fwd")
             for u in range(p["units"]):
-                t.coll("fsdp_fwd_allgather", "ALL_GATHER", shard_bytes, sg, logical=unit)
+                t.coll("fsdp_fwd_allgather", "ALL_GATHER", shard_bytes, sg, shard, dtype)
                 t.comp(f"forward_unit_{u}", 3000)
             for u in reversed(range(p["units"])):
-                t.coll("fsdp_bwd_allgather", "ALL_GATHER", shard_bytes, sg, logical=unit)
+                t.coll("fsdp_bwd_allgather", "ALL_GATHER", shard_bytes, sg, shard, dtype)
                 t.comp(f"backward_unit_{u}", 6000)
-                t.coll("fsdp_bwd_reducescatter", "REDUCE_SCATTER", unit, sg)
+                t.coll("fsdp_bwd_reducescatter", "REDUCE_SCATTER", unit, sg, shard, dtype)
                 if replicas > 1:
-                    t.coll("hsdp_replicate_allreduce", "ALL_REDUCE", shard_bytes, rg)
+                    t.coll("hsdp_replicate_allreduce", "ALL_REDUCE", shard_bytes, rg, replicas, dtype)
             if p["a2a_bytes"]:
-                _a2a_steps(t, spec, rank, "0", p, it, "bwd")
+                _a2a_steps(t, plans, rank, (0, world), "0", it, "bwd")
             for _ in range(cls["tiny_allreduces"]):
-                t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0")
+                t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], "0", world, tiny)
             t.comp("optimizer_step", 5000)
         yield rank, t
 
@@ -511,7 +672,10 @@ def _llm(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> I
     world, tp, pp, dp = spec.world_size, p["tp"], p["pp"], p["dp"]
     groups, per_rank = llm_layout(world, tp, pp, dp)
     stride = dp * tp
-    stage_tp_bytes = max(1, p["param_bytes"] // (pp * tp))
+    dtype, tiny = p["dtype"], p["tiny_dtype"]
+    itemsize = DTYPE_BYTES[dtype]
+    stage_tp_bytes = max(1, p["param_bytes"] // itemsize // (pp * tp)) * itemsize
+    gathered_bytes = -(-stage_tp_bytes // itemsize // dp) * itemsize
     iterations = profile["fleet"]["iterations"]
     for rank in range(world):
         t = new(rank)
@@ -521,29 +685,29 @@ def _llm(spec: JobSpec, profile: dict[str, Any], new: NewTrace, bpu: float) -> I
         for _ in range(iterations):
             for m in range(p["micro_batches"]):
                 if stage > 0:
-                    t.p2p(False, "pp_fwd_recv", p["pp_bytes"], rank, rank - stride, m, ppg)
+                    t.p2p(False, "pp_fwd_recv", p["pp_bytes"], rank, rank - stride, m, ppg, dtype)
                 for layer in range(p["layers"]):
                     t.comp(f"forward_layer_{layer}", 1500)
                     if tp > 1:
-                        t.coll("tp_fwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg)
-                        t.coll("tp_fwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg)
+                        t.coll("tp_fwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg, tp, dtype)
+                        t.coll("tp_fwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg, tp, dtype)
                 if stage < pp - 1:
-                    t.p2p(True, "pp_fwd_send", p["pp_bytes"], rank, rank + stride, m, ppg)
+                    t.p2p(True, "pp_fwd_send", p["pp_bytes"], rank, rank + stride, m, ppg, dtype)
             for m in range(p["micro_batches"]):
                 if stage < pp - 1:
-                    t.p2p(False, "pp_bwd_recv", p["pp_bytes"], rank, rank + stride, m, ppg)
+                    t.p2p(False, "pp_bwd_recv", p["pp_bytes"], rank, rank + stride, m, ppg, dtype)
                 for layer in reversed(range(p["layers"])):
                     t.comp(f"backward_layer_{layer}", 3000)
                     if tp > 1:
-                        t.coll("tp_bwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg)
-                        t.coll("tp_bwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg)
+                        t.coll("tp_bwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg, tp, dtype)
+                        t.coll("tp_bwd_allreduce", "ALL_REDUCE", p["tp_bytes"], tpg, tp, dtype)
                 if stage > 0:
-                    t.p2p(True, "pp_bwd_send", p["pp_bytes"], rank, rank - stride, m, ppg)
+                    t.p2p(True, "pp_bwd_send", p["pp_bytes"], rank, rank - stride, m, ppg, dtype)
             if dp > 1:
-                t.coll("dp_grad_reducescatter", "REDUCE_SCATTER", stage_tp_bytes, dpg)
-                t.coll("dp_param_allgather", "ALL_GATHER", -(-stage_tp_bytes // dp), dpg, logical=stage_tp_bytes)
-            loss_group = dpg if dp > 1 else (tpg if tp > 1 else "0")
-            t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], loss_group)
+                t.coll("dp_grad_reducescatter", "REDUCE_SCATTER", stage_tp_bytes, dpg, dp, dtype)
+                t.coll("dp_param_allgather", "ALL_GATHER", gathered_bytes, dpg, dp, dtype)
+            loss_group, loss_size = (dpg, dp) if dp > 1 else ((tpg, tp) if tp > 1 else ("0", world))
+            t.coll("loss_allreduce", "ALL_REDUCE", cls["tiny_bytes"], loss_group, loss_size, tiny)
             t.comp("optimizer_step", 5000)
         yield rank, t
 

@@ -5,7 +5,8 @@ attribute: it is the reference. Here the `attr` messages of every communication 
 block are decoded together (chakra_columns.decode_attributes) and the block's rows built as Arrow
 columns, reading each attribute as the reference does: the last attribute of a name wins, integers
 from whichever integer, bool or integral float member carries them (`attribute_ints`), pg_name from
-its string or as the decimal text of an integer.
+its string or as the decimal text of an integer, dtype from its string; the split sizes of the few
+nodes that carry them are decoded node by node.
 
 A row the value rules would change or note (tracekit.parsers.common.values: an id beyond int64, a
 peer beyond the ranks, a size out of bounds), a pg_name given as bytes, or a block whose attributes
@@ -33,8 +34,9 @@ from tracekit.parsers.chakra_columns import (
     decode_attributes,
     gather,
     ranges,
+    varints,
 )
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, dtype_bytes, is_uneven_name, normalize_dtype
 from tracekit.parsers.common.rows import CollectiveRow, collectives_batch
 from tracekit.parsers.common.values import ROW_BOUNDS, Bound
 from tracekit.schema import arrow_schema
@@ -44,7 +46,19 @@ COMM_RECV_NODE = et_def_pb2.COMM_RECV_NODE
 COMM_COLL_NODE = et_def_pb2.COMM_COLL_NODE
 SOURCE = "chakra_node"
 
-_ATTRS = ("comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name")
+_ATTRS = (
+    "comm_type",
+    "comm_src",
+    "comm_dst",
+    "comm_size",
+    "rf_id",
+    "pg_name",
+    "dtype",
+    "out_msg_nelems",
+    "in_split_size",
+    "out_split_size",
+)
+_INT64_LIST = 10  # AttributeProto.int64_list
 _CODES = np.array(sorted(CHAKRA_COMM_TYPES), np.int64)
 _LABELS = [CHAKRA_COMM_TYPES[int(code)] for code in _CODES] + ["SEND", "RECV"]
 _SEND_LABEL, _RECV_LABEL = len(_CODES), len(_CODES) + 1
@@ -100,6 +114,10 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
     big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
     irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big)
+    typed = _Typed(buf, attrs, size, has_size & ~bad_size)
+    irregular |= typed.irregular
+    splits = _Splits(buf, attrs, records, rows & ~irregular, typed, name_offsets, name_bytes, label)
+    irregular |= splits.irregular
     # An irregular row's values are never read (its records go to the reference): nulls suffice.
     keep = np.flatnonzero(rows)
     starts, durations = nodes.starts[records[keep]], nodes.durations[records[keep]]
@@ -113,8 +131,168 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
         "start_us": pa.array(starts.astype(np.float64), mask=starts == 0),
         "duration_us": pa.array(durations.astype(np.float64)),
         "rf_id": pa.array(rf_id[keep], mask=~(has_rf_id & ~bad_rf_id)[keep]),
+        **typed.columns(keep),
+        **splits.columns(keep),
     }
     return CollectiveColumns(records[keep].tolist(), _batch(columns, len(keep)), records[rows & irregular].tolist())
+
+
+class _Typed:
+    """The element type of each node (`dtype`, a string attribute, as the c10 name normalize_dtype
+    gives) and the sizes it tells: in_elems from comm_size, out_elems and out_bytes from
+    out_msg_nelems. Irregular: a dtype given as bytes, an out_msg_nelems or out_bytes the row rules
+    would null."""
+
+    def __init__(self, buf: np.ndarray, attrs: _NodeAttributes, size: np.ndarray, has_size: np.ndarray) -> None:
+        texts = _texts(buf, attrs, "dtype").dictionary_encode()
+        names = [normalize_dtype(text) for text in texts.dictionary.to_pylist()]
+        indices = texts.indices.fill_null(0).to_numpy().astype(np.int64)
+        known = texts.indices.is_valid().to_numpy(zero_copy_only=False)
+        sizes = np.array([dtype_bytes(name) or 0 for name in names] + [0], np.int64)
+        self.itemsize = sizes[np.where(known, indices, len(names))]
+        self.dtype = pa.array(names + [None], pa.string()).take(pa.array(np.where(known, indices, len(names))))
+        typed = self.itemsize > 0
+        self.in_elems = np.where(typed, size // np.maximum(self.itemsize, 1), 0)
+        self.has_in_elems = typed & has_size & (size % np.maximum(self.itemsize, 1) == 0)
+        out, self.has_out, big_out = attrs.integer("out_msg_nelems")
+        self.out_elems = out
+        bad_out = _outside(ROW_BOUNDS["out_elems"], out, self.has_out, big_out)
+        wide = self.has_out & typed & ~bad_out & (out > ROW_BOUNDS["out_bytes"].high // np.maximum(self.itemsize, 1))
+        self.has_out_bytes = self.has_out & typed
+        self.irregular = (attrs.kind("dtype") == BYTES_VAL) | bad_out | wide
+
+    def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
+        return {
+            "dtype": self.dtype.take(pa.array(keep)),
+            "in_elems": pa.array(self.in_elems[keep], mask=~self.has_in_elems[keep]),
+            "out_elems": pa.array(self.out_elems[keep], mask=~self.has_out[keep]),
+            "out_bytes": pa.array((self.out_elems * self.itemsize)[keep], mask=~self.has_out_bytes[keep]),
+        }
+
+
+class _Splits:
+    """The all-to-allv split sizes of the nodes that carry them (`in_split_size`, `out_split_size`),
+    and is_uneven where they do. Only an int64_list in its canonical form (one packed field) already
+    in elements (summing to in_elems / out_elems) within the row bounds is read here, every list of
+    the block at once; any other form, a list the split rules would convert or null, or one beyond
+    the bounds makes its node irregular."""
+
+    def __init__(
+        self,
+        buf: np.ndarray,
+        attrs: _NodeAttributes,
+        records: np.ndarray,
+        candidates: np.ndarray,
+        typed: _Typed,
+        name_offsets: np.ndarray,
+        name_bytes: np.ndarray,
+        label: np.ndarray,
+    ) -> None:
+        count = len(records)
+        self.irregular = np.zeros(count, bool)
+        carried = ((attrs.slots["in_split_size"] >= 0) | (attrs.slots["out_split_size"] >= 0)) & candidates
+        self.carried = carried
+        self.lists: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        spread = np.zeros(count, bool)
+        for attr, field, elems, has in (
+            ("in_split_size", "in_splits", typed.in_elems, typed.has_in_elems),
+            ("out_split_size", "out_splits", typed.out_elems, typed.has_out),
+        ):
+            present = carried & (attrs.slots[attr] >= 0)
+            lengths, values, bad, differ = _int64_lists(buf, attrs.columns, attrs.slots[attr], present)
+            listed = lengths > 0
+            sums = np.zeros(count, np.int64)
+            if values.size:
+                sums[listed] = np.add.reduceat(values.astype(np.int64), _starts(lengths[listed]))
+            bad |= listed & ~(has & (elems == sums))  # the split rules would convert them from rows, or null them
+            self.irregular |= bad
+            spread |= differ
+            self.lists[field] = (present, lengths, values)
+        self.uneven = spread | _uneven_names(np.flatnonzero(carried), name_offsets, name_bytes, count)
+
+    def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
+        out: dict[str, pa.Array] = {}
+        for field, (present, lengths, values) in self.lists.items():
+            # Only rows carry lists, and every row is kept: the values are those of the kept rows.
+            row_offsets = np.zeros(len(keep) + 1, np.int32)
+            np.cumsum(lengths[keep], out=row_offsets[1:])
+            out[field] = pa.ListArray.from_arrays(
+                pa.array(row_offsets), pa.array(values.astype(np.int64)), mask=pa.array(~present[keep])
+            )
+        out["is_uneven"] = pa.array(self.uneven[keep], pa.bool_(), mask=~self.carried[keep])
+        return out
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive segments of `lengths` (none empty) starts."""
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
+def _int64_lists(
+    buf: np.ndarray, columns: AttributeColumns, slots: np.ndarray, present: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The values of the int64_list attributes at `slots` of the nodes `present`, decoded together:
+    (values per node, every value in node order as uint64, nodes that cannot be read here, nodes
+    whose values are not all equal)."""
+    count = len(slots)
+    lengths = np.zeros(count, np.int64)
+    bad = np.zeros(count, bool)
+    differ = np.zeros(count, bool)
+    nodes = np.flatnonzero(present)
+    if not nodes.size:
+        return lengths, np.zeros(0, np.uint64), bad, differ
+    slot = slots[nodes]
+    begin = columns.value_starts[slot].astype(np.int64)
+    end = columns.value_ends[slot].astype(np.int64)
+    listed = columns.kinds[slot] == _INT64_LIST
+    empty = listed & (begin == end)
+    # Canonical: one packed field (tag 0x0A, length) filling the message.
+    framed = listed & ~empty & (buf[np.minimum(begin, len(buf) - 1)] == 0x0A)
+    length, after = varints(buf, np.where(framed, begin + 1, 0))
+    framed &= after.astype(np.int64) + length.astype(np.int64) == end
+    framed &= (end > after) & (buf[np.maximum(end - 1, 0)] < 0x80)
+    bad[nodes] = ~(framed | empty)
+    good = nodes[framed]
+    first, last = after[framed].astype(np.int64), end[framed]
+    offsets, index = ranges(first, last)
+    if not index.size:
+        return lengths, np.zeros(0, np.uint64), bad, differ
+    # A varint starts where the byte before it ends one (the payload's first byte follows the length).
+    starts_here = buf[index - 1] < 0x80
+    values, _ = varints(buf, index[starts_here])
+    per_node = np.add.reduceat(starts_here.astype(np.int64), offsets[:-1])
+    lengths[good] = per_node
+    segment = _starts(per_node)
+    # Beyond the row bounds, or too large to sum exactly here: the reference reads those.
+    large = (values > np.uint64(_EXACT_SPLIT)).astype(np.int8)
+    bad[good] |= (np.maximum.reduceat(large, segment) > 0) | (per_node > _MAX_SPLITS)
+    differ[good] = np.maximum.reduceat(values, segment) != np.minimum.reduceat(values, segment)
+    return lengths, values, bad, differ
+
+
+_EXACT_SPLIT = 1 << 40  # split sizes up to here, lists up to _MAX_SPLITS long: their int64 sums are exact
+_MAX_SPLITS = 1 << 20
+
+
+def _uneven_names(nodes: np.ndarray, name_offsets: np.ndarray, name_bytes: np.ndarray, count: int) -> np.ndarray:
+    """Nodes among `nodes` named as the variable-split all-to-all (is_uneven_name), each name once."""
+    out = np.zeros(count, bool)
+    names = _strings(name_offsets, name_bytes).take(pa.array(nodes)).dictionary_encode() if nodes.size else None
+    if names is not None:
+        named = np.array([is_uneven_name(n) for n in names.dictionary.to_pylist()] + [False], bool)
+        out[nodes] = named[names.indices.fill_null(len(named) - 1).to_numpy()]
+    return out
+
+
+def _texts(buf: np.ndarray, attrs: _NodeAttributes, name: str) -> pa.Array:
+    """Each node's attribute `name` as text where it is a string member, else null."""
+    slot = attrs.slots[name]
+    text = _at(attrs.columns.kinds, slot) == STRING_VAL
+    starts = np.where(text, _at(attrs.columns.value_starts, slot), 0)
+    ends = np.where(text, _at(attrs.columns.value_ends, slot), 0)
+    offsets, data = gather(buf, starts, ends)
+    valid = pa.py_buffer(np.packbits(text, bitorder="little"))
+    return pa.StringArray.from_buffers(len(text), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), valid)
 
 
 class _NodeAttributes:
@@ -185,13 +363,7 @@ def _pg_names(
 ) -> pa.Array:
     """pg_name of rows `keep`: a string attribute's text, an integer attribute's decimal text (as
     str() writes it), else null."""
-    slot = attrs.slots["pg_name"][keep]
-    text = _at(attrs.columns.kinds, slot) == STRING_VAL
-    starts = np.where(text, _at(attrs.columns.value_starts, slot), 0)
-    ends = np.where(text, _at(attrs.columns.value_ends, slot), 0)
-    offsets, data = gather(buf, starts, ends)
-    valid = pa.py_buffer(np.packbits(text, bitorder="little"))
-    names = pa.StringArray.from_buffers(len(text), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), valid)
+    names = _texts(buf, attrs, "pg_name").take(pa.array(keep))
     if numeric.any():
         names = pc.if_else(pa.array(numeric), pa.array(numbers).cast(pa.string()), names)
     return names

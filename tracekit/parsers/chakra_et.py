@@ -32,6 +32,12 @@ Row conventions (shared with chakra_json through `NodeRows`, so both formats giv
   CollectiveCommType still gives a row, with a null comm_type, so its bytes are not lost. The
   `comm_type` attribute on SEND/RECV is ignored (the MSCCL converter writes NodeType numbers there).
   Integer attributes are read from whichever integer oneof variant the producer used.
+* Element type and split sizes, where a comm node carries them as attributes named as PyTorch ET's
+  comm attrs (Chakra's converter writes none; tracekit's generator does): `dtype` (a c10
+  ScalarType name) gives `in_elems` = comm_size / its size (null when that does not divide) and, with
+  `out_msg_nelems`, `out_elems` and `out_bytes`; `in_split_size` and `out_split_size` (an integer
+  list, or its text) are the all-to-allv's per-peer splits, read by the rulebook's split rules
+  (tracekit.parsers.common.sizes), and tell `is_uneven`, which is null on nodes without them.
 * METADATA_NODE named `process_group:init`: its payload becomes `TraceMeta.process_groups`
   (tracekit.parsers.common.groups: a bad entry is skipped with a warning).
 * Values follow the rulebook's policy (tracekit.parsers.common.values): a node id or dependency
@@ -60,8 +66,9 @@ from tracekit.parsers.chakra_collectives import CollectiveColumns, CollectivePie
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK, elements, normalize_dtype, times
 from tracekit.parsers.common.rows import CollectiveRow, finished
+from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -611,7 +618,7 @@ class NodeRows:
                 groups = list(known) if known is not None else read_process_groups(payload, self.checker, _where(node))
                 self.meta.process_groups = merge_groups(self.meta.process_groups, groups)
             return
-        row = collective_row(node, node_type)
+        row = collective_row(node, node_type, self.checker)
         if row is not None:
             self.collectives.append(finished(row, self.checker, _where(node)))
 
@@ -715,7 +722,7 @@ def _where(node: Any) -> str:
     return f"node id {node.id}"
 
 
-def collective_row(node: Any, node_type: int) -> CollectiveRow | None:
+def collective_row(node: Any, node_type: int, checker: Checker) -> CollectiveRow | None:
     """The `collectives` row of a communication node; None for a COMM_COLL_NODE without comm_type."""
     attrs = {attr.name: attr for attr in node.attr}
     peer = None
@@ -731,18 +738,46 @@ def collective_row(node: Any, node_type: int) -> CollectiveRow | None:
         comm_type = "RECV"
         peer = _int_attr(attrs, "comm_src")
     start = node.start_time_micros
+    dtype = normalize_dtype(attr_str(attrs["dtype"])) if "dtype" in attrs else None
+    in_bytes = _int_attr(attrs, "comm_size")
+    out_elems = _int_attr(attrs, "out_msg_nelems")
+    where = _where(node)
+    in_splits = _splits(attrs, "in_split_size", "in_splits", checker, where)
+    out_splits = _splits(attrs, "out_split_size", "out_splits", checker, where)
+    split = "in_split_size" in attrs or "out_split_size" in attrs
     return CollectiveRow(
         op_id=node.id,
         op_name=node.name,
         comm_type=comm_type,
+        is_uneven=is_uneven(node.name, comm_type, in_splits, out_splits, known=True) if split else None,
         pg_name=_pg_name(attrs.get("pg_name")),
         peer=peer,
-        in_bytes=_int_attr(attrs, "comm_size"),
+        dtype=dtype,
+        in_elems=elements(in_bytes, dtype),
+        out_elems=out_elems,
+        in_bytes=in_bytes,
+        out_bytes=times(out_elems, dtype),
+        in_splits=in_splits,
+        out_splits=out_splits,
         start_us=float(start) if start else None,
         duration_us=float(node.duration_micros),
         rf_id=_int_attr(attrs, "rf_id"),
         source="chakra_node",
     )
+
+
+def _splits(attrs: dict[str, Any], name: str, field: str, checker: Checker, where: str) -> list[int] | None:
+    """A split-size attribute: any integer list member, or its text (split_sizes reads both)."""
+    attr = attrs.get(name)
+    if attr is None:
+        return None
+    kind = attr.WhichOneof("value")
+    value = list(getattr(attr, kind).values) if kind in _INT_LISTS else attr_str(attr)
+    return split_sizes(value, field, checker, where) if value is not None else None
+
+
+_INT_LISTS = frozenset({"int32_list", "int64_list", "uint32_list", "uint64_list", "sint32_list", "sint64_list"})
+_INT_LISTS |= frozenset({"fixed32_list", "fixed64_list", "sfixed32_list", "sfixed64_list"})
 
 
 def _pg_name(attr: Any) -> str | None:

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, cast
 
+import numpy as np
+
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.common.names import PG_INIT_NAME
 
@@ -72,7 +74,8 @@ def attr(name: str, value: Any) -> Any:
     """An AttributeProto whose oneof variant follows the Python type of `value`.
 
     bool -> bool_val, int -> int64_val, float -> double_val, str -> string_val, bytes -> bytes_val,
-    and lists of those to the matching *_list (an empty list is an int64_list).
+    and lists of those to the matching *_list (an empty list is an int64_list). The `attrs` of the
+    node builders below take these values, or AttributeProto messages as they are.
     """
     if isinstance(value, bool):
         return AttributeProto(name=name, bool_val=value)
@@ -103,6 +106,59 @@ def _list_attr(name: str, values: list[Any]) -> Any:
     raise TypeError(f"attribute {name!r}: list of mixed or unsupported types")
 
 
+def int64_list(name: str, values: list[int]) -> Any:
+    """An int64_list attribute, without looking at each value's type (long split lists)."""
+    return AttributeProto(name=name, int64_list=et_def_pb2.Int64List(values=values))
+
+
+def int64_list_fields(name: str, matrix: np.ndarray) -> list[bytes]:
+    """Per row of a matrix of non-negative integers, the serialized `attr` field of a Node holding it
+    as an int64_list attribute `name`: bytes to append to a serialized Node (a repeated field's
+    entries may come anywhere in a message). Every varint of the matrix is encoded at once with
+    numpy (protobuf, row by row, costs about 20 µs a row of 128; numpy's fixed cost is less only
+    from a few dozen columns on, so narrower matrices are built by protobuf)."""
+    values = np.ascontiguousarray(matrix, dtype=np.int64)
+    if (values < 0).any():
+        raise ValueError("int64_list_fields encodes non-negative integers only")
+    if values.shape[1] < _NUMPY_COLUMNS:
+        return [_field(int64_list(name, row).SerializeToString()) for row in values.tolist()]
+    flat, lengths = _varints(values.astype(np.uint64))
+    ends = np.cumsum(lengths.sum(axis=1))
+    starts = ends - lengths.sum(axis=1)
+    key = frame(name.encode())
+    out = []
+    for begin, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        packed = b"\x0a" + encode_varint(end - begin) + flat[begin:end]  # Int64List.values, packed
+        attribute = b"\x0a" + key + b"\x52" + encode_varint(len(packed)) + packed  # name, int64_list
+        out.append(_field(attribute))
+    return out
+
+
+_NUMPY_COLUMNS = 48
+
+
+def _field(attribute: bytes) -> bytes:
+    """A serialized AttributeProto as a Node's `attr` field (number 10, length-delimited)."""
+    return b"\x52" + encode_varint(len(attribute)) + attribute
+
+
+def _varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The base-128 varints of every value in row-major order, and each value's length in bytes."""
+    lengths = np.ones(values.shape, np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        lengths += rest > 0
+        rest >>= np.uint64(7)
+    width = int(lengths.max()) if values.size else 1
+    narrow = values.astype(np.uint32) if width <= 4 else values  # 28 bits: cheaper shifts
+    shifts = np.arange(width, dtype=narrow.dtype) * narrow.dtype.type(7)
+    groups = ((narrow[..., None] >> shifts) & narrow.dtype.type(0x7F)).astype(np.uint8)
+    position = np.arange(width, dtype=np.int8)
+    more = lengths.astype(np.int8)[..., None]
+    groups |= (position < more - 1).view(np.uint8) << np.uint8(7)
+    return groups[position < more].tobytes(), lengths
+
+
 def _int32(name: str, value: int) -> Any:
     return AttributeProto(name=name, int32_val=value)
 
@@ -119,7 +175,7 @@ def _node(
     extra: dict[str, Any] | None,
 ) -> Any:
     if extra:
-        attrs.extend(attr(k, v) for k, v in extra.items())
+        attrs.extend(v if isinstance(v, AttributeProto) else attr(k, v) for k, v in extra.items())
     return Node(
         id=node_id,
         name=name,
@@ -337,6 +393,8 @@ __all__ = [
     "comp_node",
     "encode_varint",
     "frame",
+    "int64_list",
+    "int64_list_fields",
     "pg_init_node",
     "recv_node",
     "send_node",

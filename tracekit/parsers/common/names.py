@@ -209,6 +209,12 @@ def dtype_bytes(dtype: str | None) -> int | None:
     return DTYPE_BYTES.get(dtype) if dtype else None
 
 
+def elements(nbytes: int | None, dtype: str | None) -> int | None:
+    """nbytes ÷ element size, or None when either is unknown or the size does not divide nbytes."""
+    size = dtype_bytes(dtype)
+    return nbytes // size if nbytes is not None and size is not None and nbytes % size == 0 else None
+
+
 def times(elems: int | None, dtype: str | None) -> int | None:
     """elems × element size, or None when either is unknown."""
     size = dtype_bytes(dtype)
