@@ -77,6 +77,7 @@ class LogComm:
     trees: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # -> (up, downs)
     connections: list[Connection] = field(default_factory=list)
     line: int = 0  # where it first appears
+    process: tuple[str, str] = ("", "")  # (host, pid) of the first rank seen
 
 
 @dataclass
@@ -128,7 +129,47 @@ def parse_nccl_log(text: str, path: str = "<log>") -> NcclLog:
             _line(comms, thread, found["host"], found["pid"], int(found["dev"]), number, msg)
         except ValueError as exc:
             warnings.append(f"{path}: line {number}: {exc}")
+    _settle(comms, threads)
     return NcclLog(path, list(comms.values()), version, warnings)
+
+
+def _settle(comms: dict[str, LogComm], threads: dict[tuple[str, str, str], _Thread]) -> None:
+    """Join what one process printed for several ranks of one communicator, and give lines printed before
+    any comm line of their thread to that process's communicator.
+
+    A process driving several GPUs (nccl-tests -g 8) prints one comm line per rank, with its own pointer;
+    only some carry the commId. Within a process, the communicators of one size without a commId join the
+    one that has it (or each other), and a thread's leftover lines go to it.
+    """
+    by_process: dict[tuple[str, str, int], list[str]] = {}
+    for key, comm in comms.items():
+        host, pid = _process(key, comm)
+        by_process.setdefault((host, pid, comm.nranks), []).append(key)
+    for (host, pid, nranks), keys in by_process.items():
+        ids = [k for k in keys if k.startswith("id:")]
+        if len(ids) > 1:
+            continue  # several communicators of one size in one process: leave them apart
+        target = ids[0] if ids else keys[0]
+        for key in keys:
+            if key != target and key in comms and not key.startswith("id:"):
+                _merge(comms, key, target)
+    for (host, pid, _tid), thread in threads.items():
+        if not thread.pending:
+            continue
+        candidates = {id(c): c for c in comms.values() if _process(c.key, c) == (host, pid)}
+        if len(candidates) == 1:
+            _flush(thread, next(iter(candidates.values())))
+
+
+def _process(key: str, comm: LogComm) -> tuple[str, str]:
+    """(host, pid) of a communicator keyed host:pid:pointer, else of its first rank (a commId key)."""
+    if not key.startswith("id:"):
+        host, pid, _ = key.split(":", 2)
+        return host, pid
+    return comm.process
+
+
+
 
 
 def _line(comms: dict[str, LogComm], thread: _Thread, host: str, pid: str, dev: int, number: int, msg: str) -> None:
@@ -193,7 +234,8 @@ def _attach(comm: LogComm, number: int, msg: str) -> None:
 def _comm(comms: dict[str, LogComm], key: str, nranks: int, number: int) -> LogComm:
     comm = comms.get(key)
     if comm is None:
-        comm = comms[key] = LogComm(key, nranks, line=number)
+        host, pid, _ = key.split(":", 2)
+        comm = comms[key] = LogComm(key, nranks, line=number, process=(host, pid))
     elif comm.nranks != nranks:
         raise ValueError(f"communicator {key} said {comm.nranks} ranks, now {nranks}")
     return comm
