@@ -1,0 +1,12 @@
+"""The network a job's flows run on, and how long they take there: a headless numpy core.
+
+Modules (one concern each): endpoints.py (what the fabric attaches to), topology.py (fabric kinds,
+FabricSpec.build -> Network). Units: bytes, bytes/s, seconds.
+"""
+
+from __future__ import annotations
+
+from tracekit.fabric.endpoints import Endpoints
+from tracekit.fabric.topology import KINDS, ROUTINGS, TIERS, FabricSpec, Network
+
+__all__ = ["KINDS", "ROUTINGS", "TIERS", "Endpoints", "FabricSpec", "Network"]
