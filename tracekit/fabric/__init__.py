@@ -1,12 +1,25 @@
 """The network a job's flows run on, and how long they take there: a headless numpy core.
 
 Modules (one concern each): endpoints.py (what the fabric attaches to), topology.py (fabric kinds,
-FabricSpec.build -> Network). Units: bytes, bytes/s, seconds.
+FabricSpec.build -> Network), routing.py (ecmp / pinned / spray -> Incidence). Units: bytes,
+bytes/s, seconds.
 """
 
 from __future__ import annotations
 
 from tracekit.fabric.endpoints import Endpoints
+from tracekit.fabric.routing import FlowEnds, Incidence, link_loads, route
 from tracekit.fabric.topology import KINDS, ROUTINGS, TIERS, FabricSpec, Network
 
-__all__ = ["KINDS", "ROUTINGS", "TIERS", "Endpoints", "FabricSpec", "Network"]
+__all__ = [
+    "KINDS",
+    "ROUTINGS",
+    "TIERS",
+    "Endpoints",
+    "FabricSpec",
+    "FlowEnds",
+    "Incidence",
+    "Network",
+    "link_loads",
+    "route",
+]
