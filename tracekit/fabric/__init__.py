@@ -12,8 +12,8 @@
 Modules (one concern each): endpoints.py (what the fabric attaches to), topology.py (fabric kinds,
 FabricSpec.build -> Network), presets.py (public designs, with sources), files.py (fabric
 files), routing.py (ecmp / pinned / spray -> Incidence), fairshare.py (max-min fair rates),
-fluid.py (the fluid model with dependencies). Units: bytes, bytes/s, seconds in the API; Gb/s
-and microseconds in files.
+fluid.py (the fluid model with dependencies), ecmp.py (ECMP collision statistics). Units: bytes,
+bytes/s, seconds in the API; Gb/s and microseconds in files.
 
 Fabric files (`--fabric FILE`): TOML, JSON, or YAML when PyYAML is installed. Either a `kind` or
 a `preset` (which fixes the kind; other keys then override its values):
@@ -42,6 +42,7 @@ tier) before anything is allocated.
 
 from __future__ import annotations
 
+from tracekit.fabric.ecmp import CollisionStats, collision_probability, collision_stats, expected_max_load
 from tracekit.fabric.endpoints import Endpoints
 from tracekit.fabric.files import fabric_from_dict, load_fabric
 from tracekit.fabric.fluid import FluidEvent, FluidResult, UtilisationSeries, simulate
@@ -54,6 +55,7 @@ __all__ = [
     "PRESETS",
     "ROUTINGS",
     "TIERS",
+    "CollisionStats",
     "Endpoints",
     "FabricSpec",
     "FlowEnds",
@@ -62,6 +64,9 @@ __all__ = [
     "Incidence",
     "Network",
     "UtilisationSeries",
+    "collision_probability",
+    "collision_stats",
+    "expected_max_load",
     "fabric_from_dict",
     "link_loads",
     "load_fabric",
