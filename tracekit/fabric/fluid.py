@@ -70,7 +70,9 @@ class UtilisationSeries:
 
 @dataclass(frozen=True, eq=False)
 class FluidEvent:
-    """Debug log entry: from `time_s` to the next event, flows `flows` drain at `rate_Bps`."""
+    """Debug log entry, one per solver step: after the step at `time_s` (its earliest event), the
+    active `flows` drain at `rate_Bps` until their part's next event. A link belongs to one part,
+    so the loads these rates put on links are the loads in force at that point."""
 
     time_s: float
     flows: Int64s
@@ -82,7 +84,8 @@ class FluidResult:
     """Per flow: `start_s` (ready) and `end_s` (last byte drained); inf where never reached.
     Per link: `link_bytes`, `link_utilisation` (bytes / (capacity x makespan)) and `link_peak`
     (max over events of load / capacity). `makespan_s` runs from the first ready time to the last
-    finite end; `events` counts the solver's events."""
+    finite end; `events` counts solver steps (each moves every part that can move, see the module
+    docstring): the figure the cost goes with."""
 
     start_s: Floats
     end_s: Floats

@@ -31,7 +31,7 @@ capacity / (oversubscription x its uplinks).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -157,7 +157,6 @@ class FabricSpec:
     cores: int = 4
     spine_core_Bps: float | None = None
     core_oversubscription: float | None = None
-    _source: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
