@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bench.fabric  # noqa: F401 - registers its stages
 import bench.fleet  # noqa: F401 - registers its stages
 import bench.parsers  # noqa: F401 - registers its stages
 import bench.tools  # noqa: F401 - registers its stages
