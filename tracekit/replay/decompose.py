@@ -66,8 +66,13 @@ def decompose(
     algorithm: str = "auto",
     max_flows: int = DEFAULT_MAX_FLOWS,
     progress: Any = None,
+    unique: bool = False,
 ) -> Decomposition:
-    """Transfers of every collective of `job` (see the module docstring)."""
+    """Transfers of every collective of `job` (see the module docstring).
+
+    `unique`: stamp one collective per distinct (group, type, size, member sizes) and record in
+    `copies` every collective it stands for (what indicators and timings need; the fleet's way).
+    """
     import numpy as np
     import polars as pl
 
@@ -108,9 +113,11 @@ def decompose(
             req = _request(str(comm_type), layout, topo, fallback.channels, fallback.chunks, options)
             template = _template(str(name), req, options.qps, max_flows, job.job, bucket)
         ids = bucket["collective_id"].to_numpy()
-        _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         sizes = bucket["size"].to_numpy().astype(np.int64)
         per_member = member_bytes(int(group), ids, sizes)
+        if unique:
+            ids, sizes, per_member = _distinct(result, ids, sizes, per_member)
+        _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         stamped = stamp(template, ids, sizes, per_member, result.flow_count)
         _add(result, stamped, layout.ranks, str(name))
         if progress:
@@ -120,8 +127,37 @@ def decompose(
             f"job {job.job}: {fallbacks} collective(s) kept their default algorithm: {algorithm} does not serve them"
         )
     _uneven(job, colls.filter(uneven), groups, result, placement, options, max_flows)
-    _point_to_point(job, colls.filter(pl.col("group") < 0), placement, options, result, max_flows)
+    pairs = colls.filter(pl.col("group") < 0)
+    if unique and pairs.height:
+        pairs = _distinct_pairs(result, pairs)
+    _point_to_point(job, pairs, placement, options, result, max_flows)
     return result
+
+
+def _distinct(
+    result: Decomposition, ids: np.ndarray, sizes: np.ndarray, per_member: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One collective per distinct (size, member sizes) row; `result.copies` says which others it stands for."""
+    import numpy as np
+
+    rows = np.concatenate([sizes[:, None], per_member], axis=1)
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k, representative in enumerate(first.tolist()):
+        result.copies[int(ids[representative])] = [int(c) for c in ids[inverse == k].tolist()]
+    keep = np.sort(first)
+    return ids[keep], sizes[keep], per_member[keep]
+
+
+def _distinct_pairs(result: Decomposition, pairs: pl.DataFrame) -> pl.DataFrame:
+    """One send/recv per distinct (sender, receiver, size); `result.copies` says which others it stands for."""
+    import polars as pl
+
+    grouped = pairs.group_by("src", "dst", "size", maintain_order=True).agg(pl.col("collective_id"))
+    for ids in grouped["collective_id"].to_list():
+        result.copies[int(ids[0])] = [int(c) for c in ids]
+    firsts = grouped["collective_id"].list.first()
+    return pairs.filter(pl.col("collective_id").is_in(firsts.implode()))
 
 
 def _request(
