@@ -38,7 +38,21 @@ _MEMBER = st.one_of(
     st.builds(lambda n, v: ld(n, key(1, 0) + varint(v)), st.sampled_from([8, 10, 14, 28]), _U64),
     st.builds(lambda n: ld(n, b""), st.sampled_from([4, 30, 32])),
 )
-_NAME = st.sampled_from(["comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name", "is_cpu_op", "x", ""])
+_NAME = st.sampled_from(
+    [
+        "comm_type",
+        "comm_src",
+        "comm_dst",
+        "comm_size",
+        "rf_id",
+        "pg_name",
+        "in_splits",
+        "out_splits",
+        "is_cpu_op",
+        "x",
+        "",
+    ]
+)
 _EXTRA = st.sampled_from([ld(2, "doc"), key(40, 0) + varint(7), ld(41, b"ab"), key(42, 5) + bytes(4)])
 
 
@@ -55,6 +69,11 @@ _TYPICAL = st.sampled_from(
     + [ld(1, "comm_size") + key(9, 0) + varint(size) for size in (0, 4, 1 << 20)]
     + [ld(1, name) + key(9, 0) + varint(3) for name in ("comm_src", "comm_dst", "rf_id")]
     + [ld(1, "pg_name") + ld(29, "0")]
+    + [
+        ld(1, name) + ld(10, ld(1, b"".join(map(varint, splits))))
+        for name in ("in_splits", "out_splits")
+        for splits in ([2, 1], [])
+    ]
 )
 
 
@@ -127,6 +146,15 @@ def test_a_value_the_rules_null_sends_its_group_to_the_reference() -> None:
     status, meta, tables = assert_same(source)
     assert [w.message.split(" =")[0] for w in meta.warnings] == ["peer", "in_bytes"]
     assert tables["collectives"].column("peer").to_pylist()[-2:] == [None, None]
+    assert_many_as_one([source, BytesSource(_file(nodes[:6]), "y", "y.et")])
+
+
+def test_nodes_with_split_lists_are_read_by_the_reference() -> None:
+    splits = ld(1, "in_splits") + ld(10, ld(1, varint(3) + varint(1)))
+    nodes = [_comm(i, _ALL_REDUCE) for i in range(1, 7)] + [_comm(7, (_ALL_REDUCE[0], splits))]
+    source = BytesSource(_file(nodes), "x", "x.et")
+    _, meta, tables = assert_same(source)
+    assert tables["collectives"].column("in_splits").to_pylist() == [None] * 6 + [[3, 1]]
     assert_many_as_one([source, BytesSource(_file(nodes[:6]), "y", "y.et")])
 
 

@@ -8,8 +8,10 @@ from whichever integer, bool or integral float member carries them (`attribute_i
 its string or as the decimal text of an integer.
 
 A row the value rules would change or note (tracekit.parsers.common.values: an id beyond int64, a
-peer beyond the ranks, a size out of bounds), a pg_name given as bytes, or a block whose attributes
-the column decoder leaves to upb makes its nodes *irregular*: the caller reads the records around
+peer beyond the ranks, a size out of bounds), a pg_name given as bytes, a node carrying split lists
+(tracekit's `in_splits`/`out_splits`: lists are not read column-wise, and only all-to-allv nodes
+written by tracekit have them), or a block whose attributes the column decoder leaves to upb makes
+its nodes *irregular*: the caller reads the records around
 them through the reference path, which notes the warnings in their order. Regular rows need no
 check, so a fleet's millions of collectives cost numpy and Arrow calls per block, not Python per row.
 """
@@ -34,7 +36,7 @@ from tracekit.parsers.chakra_columns import (
     gather,
     ranges,
 )
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, SPLIT_ATTRS
 from tracekit.parsers.common.rows import CollectiveRow, collectives_batch
 from tracekit.parsers.common.values import ROW_BOUNDS, Bound
 from tracekit.schema import arrow_schema
@@ -44,7 +46,7 @@ COMM_RECV_NODE = et_def_pb2.COMM_RECV_NODE
 COMM_COLL_NODE = et_def_pb2.COMM_COLL_NODE
 SOURCE = "chakra_node"
 
-_ATTRS = ("comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name")
+_ATTRS = ("comm_type", "comm_src", "comm_dst", "comm_size", "rf_id", "pg_name", *SPLIT_ATTRS)
 _CODES = np.array(sorted(CHAKRA_COMM_TYPES), np.int64)
 _LABELS = [CHAKRA_COMM_TYPES[int(code)] for code in _CODES] + ["SEND", "RECV"]
 _SEND_LABEL, _RECV_LABEL = len(_CODES), len(_CODES) + 1
@@ -99,7 +101,8 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     bad_size = _outside(ROW_BOUNDS["in_bytes"], size, has_size, big_size)
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
     big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
-    irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big)
+    splits = attrs.has(SPLIT_ATTRS[0]) | attrs.has(SPLIT_ATTRS[1])
+    irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big) | splits
     # An irregular row's values are never read (its records go to the reference): nulls suffice.
     keep = np.flatnonzero(rows)
     starts, durations = nodes.starts[records[keep]], nodes.durations[records[keep]]
@@ -145,6 +148,10 @@ class _NodeAttributes:
         """(value, present, beyond int64) of each node's attribute `name` as an integer."""
         slot = self.slots[name]
         return _at(self.ints, slot), _at(self.present, slot), _at(self.beyond, slot)
+
+    def has(self, name: str) -> np.ndarray:
+        """Whether each node has an attribute `name`, of any kind."""
+        return self.slots[name] >= 0
 
     def kind(self, name: str) -> np.ndarray:
         """The `value` member each node's attribute `name` sets (0: none, or no such attribute)."""

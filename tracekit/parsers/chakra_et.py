@@ -60,8 +60,9 @@ from tracekit.parsers.chakra_collectives import CollectiveColumns, CollectivePie
 from tracekit.parsers.chakra_columns import NodeColumns, decode_nodes, gather, varints
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import MAX_RECORD_BYTES, UntypedRecords
-from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK
+from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, PG_INIT_MARK, SPLIT_ATTRS
 from tracekit.parsers.common.rows import CollectiveRow, finished
+from tracekit.parsers.common.sizes import is_uneven
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
@@ -105,6 +106,7 @@ _INT_VARIANTS = frozenset(
     )
 )
 _FLOAT_VARIANTS = frozenset(("double_val", "float_val"))
+_INT_LIST_VARIANTS = frozenset(kind.replace("_val", "_list") for kind in _INT_VARIANTS if kind != "bool_val")
 
 
 def where(index: int, offset: int) -> str:
@@ -613,7 +615,7 @@ class NodeRows:
             return
         row = collective_row(node, node_type)
         if row is not None:
-            self.collectives.append(finished(row, self.checker, _where(node)))
+            self.collectives.append(finished(row, self.checker, _where(node), splits_are_elements=True))
 
     def finish(self) -> TraceMeta:
         """Flush what is pending and return the file's metadata."""
@@ -731,13 +733,18 @@ def collective_row(node: Any, node_type: int) -> CollectiveRow | None:
         comm_type = "RECV"
         peer = _int_attr(attrs, "comm_src")
     start = node.start_time_micros
+    in_splits, out_splits = (_int_list_attr(attrs, name) for name in SPLIT_ATTRS)
+    recorded = in_splits is not None or out_splits is not None
     return CollectiveRow(
         op_id=node.id,
         op_name=node.name,
         comm_type=comm_type,
+        is_uneven=is_uneven(None, comm_type, in_splits or None, out_splits or None, True) if recorded else None,
         pg_name=_pg_name(attrs.get("pg_name")),
         peer=peer,
         in_bytes=_int_attr(attrs, "comm_size"),
+        in_splits=in_splits or None,
+        out_splits=out_splits or None,
         start_us=float(start) if start else None,
         duration_us=float(node.duration_micros),
         rf_id=_int_attr(attrs, "rf_id"),
@@ -759,6 +766,15 @@ def _pg_name(attr: Any) -> str | None:
 def _int_attr(attrs: dict[str, Any], name: str) -> int | None:
     attr = attrs.get(name)
     return attr_int(attr) if attr is not None else None
+
+
+def _int_list_attr(attrs: dict[str, Any], name: str) -> list[int] | None:
+    """A list attribute of integers, whichever integer list variant carries it; None for none."""
+    attr = attrs.get(name)
+    kind = attr.WhichOneof("value") if attr is not None else None
+    if kind not in _INT_LIST_VARIANTS:
+        return None
+    return list(getattr(attr, kind).values)
 
 
 # ---------------------------------------------------------------------------------------------

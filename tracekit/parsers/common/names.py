@@ -22,6 +22,9 @@ RECORD_PARAM_COMMS = "record_param_comms"
 # it, and the part parsers look for.
 PG_INIT_NAME = "## process_group:init ##"
 PG_INIT_MARK = "process_group:init"
+# The Chakra node attributes (tracekit's own: Chakra defines none) holding an all-to-allv's split
+# sizes in elements, named after the `collectives` columns they fill (tracekit/writers/chakra_et.py).
+SPLIT_ATTRS = ("in_splits", "out_splits")
 
 
 def is_backend_annotation(name: str) -> bool:

@@ -58,10 +58,17 @@ ROW_COLUMNS = tuple(f.name for f in fields(CollectiveRow))
 _ROW_VALUES = attrgetter(*ROW_COLUMNS)
 
 
-def finished(row: CollectiveRow, checker: Checker, where: str | None) -> CollectiveRow:
-    """The row as it may be written: values out of bounds null (with a warning), splits in elements."""
+def finished(
+    row: CollectiveRow, checker: Checker, where: str | None, *, splits_are_elements: bool = False
+) -> CollectiveRow:
+    """The row as it may be written: values out of bounds null (with a warning), splits in elements.
+
+    `splits_are_elements`: the trace states its split sizes in elements (tracekit's Chakra split
+    attributes), so they are not converted from rows (tracekit.parsers.common.sizes).
+    """
     checker.row(row, where)
-    splits_in_elements(row, checker, where)
+    if not splits_are_elements:
+        splits_in_elements(row, checker, where)
     return row
 
 
