@@ -1455,8 +1455,10 @@ def test_captured_pipeline_p2p(captured: dict[tuple[str, int], list[Row]], rank:
     assert Counter(r["comm_type"] for r in rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
     p2p = [r for r in rows if r["comm_type"] in ("SEND", "RECV")]
     assert {(r["peer"], r["in_elems"], r["in_bytes"], r["dtype"]) for r in p2p} == {(other, 128, 512, "Float")}
-    # the process group is "<Object>": the peer argument is taken as a global rank, and says so
-    assert all(r["inferred"] == ["peer"] for r in p2p)
+    # the process group is "<Object>": the peer argument is read in the world group (the only one that
+    # can hold it on ranks 2 and 3, the default one assumed on ranks 0 and 1), and the row says so
+    assert all(r["inferred"] == ["peer", "pg_name", "group_size"] for r in p2p)
+    assert {(r["pg_name"], r["group_size"]) for r in p2p} == {("0", 4)}
     # stage 0 sends activations then receives gradients; stage 1 the other way round
     first, second = ("SEND", "RECV") if rank % 2 == 0 else ("RECV", "SEND")
     assert [r["comm_type"] for r in p2p] == [first, second] * 4
