@@ -1465,6 +1465,13 @@ def test_captured_pipeline_p2p(captured: dict[tuple[str, int], list[Row]], rank:
     assert Counter(r["in_elems"] for r in _of(rows, "ALL_REDUCE")) == {2048: 4, 64: 2, 32: 2}
     assert [r["in_elems"] for r in _of(rows, "BROADCAST")] == [4, 4]
     assert all(r["peer"] is None for r in rows if r["comm_type"] not in ("SEND", "RECV"))
+    # funcol.all_reduce / funcol.broadcast name their group: the DP pair ("1" = [0, 2], "2" = [1, 3])
+    # and the world; the size comes from the process-group node
+    dp = "1" if rank % 2 == 0 else "2"
+    assert {(r["pg_name"], r["group_size"], tuple(r["inferred"])) for r in _of(rows, "ALL_REDUCE")} == {
+        (dp, 2, ("group_size",))
+    }
+    assert {(r["pg_name"], r["group_size"]) for r in _of(rows, "BROADCAST")} == {("0", 4)}
 
 
 def test_captured_one_row_per_collective_with_rf_id(captured: dict[tuple[str, int], list[Row]]) -> None:
