@@ -100,8 +100,8 @@ def test_pytorch_execution_traces_of_a_fleet_get_the_same_classes(tmp_path: Path
     ]
     + [
         ("captured", "moe_alltoall", "moe"),
-        # The Chakra copy records no element types: its all-to-all cannot be told from embeddings'.
-        ("chakra", "moe_alltoall", "ranking-ddp"),
+        # The Chakra copy carries the element types (dtype attributes) too: fp32 tokens, not ids.
+        ("chakra", "moe_alltoall", "moe"),
     ],
 )
 def test_each_captured_sample_gets_the_class_its_readme_names(

@@ -191,7 +191,18 @@ def job_pipeline_p2p(rank: int, world: int):
     Per step: broadcast of a small control tensor from rank 0 (world group),
     2 micro-batches: send/recv activations forward, gradients backward,
     then allreduce of gradients inside the data-parallel group.
+
+    Each rank is in two groups (the world and its data-parallel pair). The eager c10d ops
+    (dist.all_reduce, dist.broadcast) record their ProcessGroup as an opaque "<Object>" on gloo,
+    and the profiler trace records nothing of it, so no trace would say which group an
+    all-reduce ran in. The broadcast and the all-reduces are therefore functional collectives
+    (torch.distributed._functional_collectives, as DTensor and compiled code issue them): the
+    `_c10d_functional::*` op names its group (`group_name`, the pg_name of the process-group
+    records) and calls the same c10d op and gloo work underneath. Send/recv have no functional
+    form; they run in the world group.
     """
+    import torch.distributed._functional_collectives as funcol
+
     assert world == 4, "pipeline_p2p is laid out for 4 ranks"
     # every rank must call new_group for both groups; group_desc shows up as
     # pg_desc in the ET process-group node and in Kineto's distributedInfo
@@ -212,7 +223,7 @@ def job_pipeline_p2p(rank: int, world: int):
         ctrl = torch.zeros(4)
         if rank == 0:
             ctrl += torch.tensor([0.01, 1.0, float(n_micro), 0.0])
-        dist.broadcast(ctrl, src=0)
+        ctrl = funcol.wait_tensor(funcol.broadcast(ctrl, 0, dist.group.WORLD))
         opt.zero_grad(set_to_none=True)
         for _ in range(n_micro):
             if stage == 0:
@@ -231,7 +242,7 @@ def job_pipeline_p2p(rank: int, world: int):
                 loss.backward()
                 dist.send(a.grad.contiguous(), dst=peer)
         for p in net.parameters():
-            dist.all_reduce(p.grad, group=dp_group)
+            p.grad.copy_(funcol.wait_tensor(funcol.all_reduce(p.grad, "sum", dp_group)))
             p.grad /= dist.get_world_size(dp_group)
         opt.step()
 

@@ -5,9 +5,12 @@
 Like Chakra's PyTorch converter, every ET node becomes a Node (ctrl_deps = its parent), the
 `## process_group:init ##` node a METADATA_NODE, and each collective a COMM_COLL_NODE (or a
 COMM_SEND_NODE / COMM_RECV_NODE with comm_src/comm_dst) whose comm_size is the bytes the rank
-passes in; unlike it, peers are kept. It reads the ETs with tracekit's own parser and writes
-with tracekit's Chakra writer, so the same collectives exist in two formats: tests ingest both
-and expect the same (comm_type, in_bytes, peer) rows.
+passes in and whose pg_name is the group the op ran in, when the ET tells it; unlike it, peers
+are kept, and so are an all-to-allv's split sizes (tracekit's in_splits/out_splits attributes,
+in elements; empty lists where the trace says the splits are even: tracekit/writers/chakra_et.py).
+It reads the ETs with tracekit's own parser and writes with tracekit's Chakra writer, so the
+same collectives exist in two formats: tests ingest both and expect the same rows (type, bytes,
+group, group size, peer, splits) for every rank.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 from pathlib import Path
 
 import tracekit
+from tracekit.parsers.common.sizes import SPLITTABLE_TYPES
 from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node, pg_init_node, recv_node, send_node
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +58,38 @@ def _node(op: dict, coll: dict | None, groups: list[dict], rank: int):  # type: 
         return send_node(op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps)
     if coll["comm_type"] == "RECV":
         return recv_node(op["op_id"], op["name"], size, coll["peer"], rank=rank, pg_name=coll["pg_name"], **deps)
-    return comm_node(op["op_id"], op["name"], coll["comm_type"], size, coll["pg_name"], **deps)
+    in_splits, out_splits = _splits(coll)
+    return comm_node(
+        op["op_id"],
+        op["name"],
+        coll["comm_type"],
+        size,
+        coll["pg_name"],
+        in_splits=in_splits,
+        out_splits=out_splits,
+        attrs=_typed_sizes(coll),
+        **deps,
+    )
+
+
+def _typed_sizes(coll: dict) -> dict[str, object]:
+    """The element type and output size the PyTorch ET recorded, as the comm attrs tracekit reads."""
+    attrs: dict[str, object] = {}
+    if coll["dtype"]:
+        attrs["dtype"] = coll["dtype"]
+    if coll["out_elems"] is not None:
+        attrs["out_msg_nelems"] = coll["out_elems"]
+    return attrs
+
+
+def _splits(coll: dict) -> tuple[list[int] | None, list[int] | None]:
+    """The split lists the ET recorded; empty lists where it records the splits as even (c10d took
+    empty split lists, or the op has even shards); none where it does not say."""
+    if coll["in_splits"] is not None or coll["out_splits"] is not None:
+        return coll["in_splits"], coll["out_splits"]
+    if coll["is_uneven"] is False and coll["comm_type"] in SPLITTABLE_TYPES:
+        return [], []
+    return None, None
 
 
 def main() -> None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import tracekit
 from tracekit.ingest import ingest
+from tracekit.replay import replay
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 # Per rank over the two profiled steps (sample_traces/README.md).
@@ -51,15 +53,70 @@ def test_captured_jobs_count_each_collective_once_per_rank(samples: Path, job: s
     assert all(start is not None for *_, start in rows)
 
 
+# What both copies of a job must say of each rank's collectives, row for row. is_uneven only where
+# a collective can be uneven: the Chakra parser leaves it null on the others (an all-reduce).
+_AGREEMENT = (
+    "select rank, comm_type, in_bytes, pg_name, group_size, peer, in_splits, out_splits, "
+    "case when comm_type in ('ALL_TO_ALL', 'ALL_GATHER', 'REDUCE_SCATTER', 'GATHER', 'SCATTER') then is_uneven end, "
+    "count(*) from collectives where job_id = ? group by all order by all"
+)
+
+
 @pytest.mark.parametrize("job", sorted(EXPECTED))
-def test_the_same_job_as_pytorch_traces_and_as_chakra_gives_the_same_rows(
+def test_both_copies_of_a_job_give_the_same_types_sizes_groups_and_splits(
     samples: Path, chakra_samples: Path, job: str
 ) -> None:
-    query = (
-        "select rank, comm_type, in_bytes, peer, count(*) from collectives where job_id = ? group by all order by all"
-    )
     with tracekit.open(samples) as pytorch, tracekit.open(chakra_samples) as chakra:
-        assert pytorch.sql(query, [job]).fetchall() == chakra.sql(query, [job]).fetchall()
+        captured = pytorch.sql(_AGREEMENT, [job]).fetchall()
+        converted = chakra.sql(_AGREEMENT, [job]).fetchall()
+    assert captured == converted
+    # Every collective of the samples runs in a process group the traces name, of a known size.
+    assert all(row[3] is not None and row[4] is not None for row in captured), job
+
+
+@pytest.mark.parametrize("folder", ["captured", "chakra"])
+def test_pipeline_all_reduces_run_in_the_data_parallel_pair(samples: Path, chakra_samples: Path, folder: str) -> None:
+    dataset = samples if folder == "captured" else chakra_samples
+    with tracekit.open(dataset) as ds:
+        groups = ds.sql(
+            "select rank, comm_type, pg_name, group_size, count(*) from collectives "
+            "where job_id = 'pipeline_p2p' and comm_type in ('ALL_REDUCE', 'BROADCAST') group by all order by all"
+        ).fetchall()
+        members = dict(ds.sql("select pg_name, ranks from process_groups where job_id = 'pipeline_p2p'").fetchall())
+        wire = ds.sql(
+            "select sum(wire_bytes) from collective_wire_bytes('pipeline_p2p') where comm_type = 'ALL_REDUCE'"
+        ).fetchall()
+        replayed = replay(ds, "pipeline_p2p")
+    all_reduces = replayed.collectives.filter(pl.col("comm_type") == "ALL_REDUCE")
+    flows = replayed.flows.join(all_reduces.select("collective_id"), on="collective_id")
+    # README: stage 0 = ranks 0 and 2 (dp_stage0), stage 1 = ranks 1 and 3 (dp_stage1); the
+    # broadcast runs in the world group.
+    dp = {0: "1", 2: "1", 1: "2", 3: "2"}
+    assert groups == sorted(
+        [(rank, "ALL_REDUCE", dp[rank], 2, 8) for rank in range(4)]
+        + [(rank, "BROADCAST", "0", 4, 2) for rank in range(4)]
+    )
+    assert (members["1"], members["2"]) == ([0, 2], [1, 3])
+    # A ring all-reduce over 2 ranks sends each rank's buffer once: 134,144 bytes, not 1.5x that
+    # (over all 4 ranks), in the wire-bytes query and in the replay's flows alike.
+    assert wire == [(134_144.0,)]
+    assert all_reduces.height == 16 and set(all_reduces["participants"]) == {2}
+    assert int(flows["bytes"].sum()) == 134_144
+
+
+@pytest.mark.parametrize("folder", ["captured", "chakra"])
+def test_moe_all_to_allv_splits_are_in_both_copies(samples: Path, chakra_samples: Path, folder: str) -> None:
+    dataset = samples if folder == "captured" else chakra_samples
+    with tracekit.open(dataset) as ds:
+        rows = ds.sql(
+            "select rank, is_uneven, in_splits, out_splits, in_bytes from collectives "
+            "where job_id = 'moe_alltoall' and comm_type = 'ALL_TO_ALL' order by rank, op_id"
+        ).fetchall()
+    uneven = [r for r in rows if r[1]]
+    assert len(rows) == 40 and len(uneven) == 32
+    # README: rank 1, first profiled step, in splits [5,2,4,1] -> out splits [4,2,5,3] rows of 32 fp32.
+    assert any((r[2], r[3]) == ([160, 64, 128, 32], [128, 64, 160, 96]) for r in uneven if r[0] == 1)
+    assert all(4 * sum(r[2]) == r[4] for r in uneven)  # fp32: the splits add up to the bytes passed in
 
 
 def test_pipeline_peers_pair_up(samples: Path) -> None:

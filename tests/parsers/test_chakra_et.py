@@ -247,6 +247,18 @@ def _golden_writer_mixed() -> bytes:
         w.write_node(send_node(5, "send_to_3", 256, peer=3, rank=1, tag=7, data_deps=[3, 4]))
         w.write_node(recv_node(6, "recv_from_0", 512, peer=0, rank=1, attrs={"rf_id": 99}))
         w.write_node(comm_node(7, "c10d::allreduce_", "ALL_REDUCE", 0, is_cpu_op=True, attrs={"x": 1}))
+        w.write_node(
+            comm_node(
+                8,
+                "a2av",
+                "ALL_TO_ALL",
+                48,
+                "1",
+                in_splits=[8, 4],
+                out_splits=[6, 6],
+                attrs={"dtype": "float", "out_msg_nelems": 12},
+            )
+        )
     return buf.getvalue()
 
 
@@ -342,7 +354,8 @@ def test_golden_writer_mixed_values() -> None:
     parsed = parse_with(chakra_et, _golden_writer_mixed())
     assert parsed.meta.schema_version == "1.1.0-chakra.0.0.4"
     by_id = {r["op_id"]: r for r in parsed.collectives}
-    assert sorted(by_id) == [3, 4, 5, 6, 7]
+    assert sorted(by_id) == [3, 4, 5, 6, 7, 8]
+    assert (by_id[8]["in_splits"], by_id[8]["out_splits"], by_id[8]["is_uneven"]) == ([8, 4], [6, 6], True)
     assert by_id[4]["comm_type"] == "REDUCE_SCATTER" and by_id[4]["duration_us"] == 9.0
     assert (by_id[5]["comm_type"], by_id[5]["peer"], by_id[5]["in_bytes"]) == ("SEND", 3, 256)
     assert (by_id[6]["comm_type"], by_id[6]["peer"], by_id[6]["rf_id"]) == ("RECV", 0, 99)
@@ -451,6 +464,64 @@ def test_send_recv_peers_and_msccl_comm_type_ignored() -> None:
         ("RECV", 1, None),
         ("RECV", None, None),
     ]
+
+
+def _a2a(node_id: int, *attrs: bytes) -> bytes:
+    return node_bytes(node_id, "a2av", 7, attrs=(attr_bytes("comm_type", "int64_val", 6), *attrs))
+
+
+def _int_list(name: str, field: int, values: list[int]) -> bytes:
+    """A list attribute: `field` is the *_list member (8 int32_list, 10 int64_list, 14 uint64_list)."""
+    return ld(1, name) + ld(field, ld(1, b"".join(varint(v) for v in values)))
+
+
+def _float(comm_size: int, out_elems: int | None = None) -> tuple[bytes, ...]:
+    """A float32 node's size attributes: comm_size in bytes and, given, out_msg_nelems."""
+    sizes = (attr_bytes("comm_size", "int64_val", comm_size), attr_bytes("dtype", "string_val", "float"))
+    return sizes if out_elems is None else (*sizes, attr_bytes("out_msg_nelems", "int64_val", out_elems))
+
+
+def test_all_to_allv_splits_are_read_in_elements_from_any_integer_list() -> None:
+    nodes = [
+        _a2a(1, *_float(1536), _int_list("in_split_size", 10, [160, 64, 128, 32])),
+        _a2a(2, *_float(16, 4), _int_list("in_split_size", 8, [3, 1]), _int_list("out_split_size", 14, [2, 2])),
+        # empty lists: the splits are even, as c10d takes an empty split list
+        _a2a(3, _int_list("in_split_size", 10, []), _int_list("out_split_size", 10, [])),
+        _a2a(4),  # none: unknown
+        _a2a(5, attr_bytes("in_split_size", "string_val", "[1, 2]")),  # not a list of integers
+    ]
+    parsed = parse_with(chakra_et, b"".join(record(n) for n in nodes))
+    assert [(r["in_splits"], r["out_splits"], r["is_uneven"]) for r in parsed.collectives] == [
+        ([160, 64, 128, 32], None, True),
+        ([3, 1], [2, 2], True),
+        (None, None, False),
+        (None, None, None),
+        (None, None, True),  # carries a split attribute, and "a2av" names the variable-split all-to-all
+    ]
+    # Elements as written (they sum to the element count): nothing is converted or inferred. The
+    # text list of node 5 reads as [1, 2], but with no element count its unit is unknown.
+    assert all(r["inferred"] == [] for r in parsed.collectives)
+    assert [(w.where, "no element count" in w.message) for w in parsed.meta.warnings] == [("node id 5", True)]
+
+
+def test_split_values_beyond_the_bounds_are_null_with_a_warning() -> None:
+    node = _a2a(
+        1, *_float(32, 8), _int_list("in_split_size", 10, [1, (1 << 63) + 5]), _int_list("out_split_size", 10, [4, 4])
+    )
+    parsed = parse_with(chakra_et, record(node))
+    (row,) = parsed.collectives
+    assert (row["in_splits"], row["out_splits"]) == (None, [4, 4])
+    [warning] = parsed.meta.warnings
+    assert warning.message.startswith("in_splits = ") and "not an integer in" in warning.message
+
+
+def test_a_split_list_longer_than_any_group_is_null_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.parsers.common import values
+
+    monkeypatch.setattr(values, "MAX_RANKS", 4)
+    parsed = parse_with(chakra_et, record(_a2a(1, *_float(20, 5), _int_list("out_split_size", 10, [1] * 5))))
+    assert parsed.collectives[0]["out_splits"] is None
+    assert [w.message.split(" =")[0] for w in parsed.meta.warnings] == ["out_splits"]
 
 
 PG_NEW = str(
@@ -649,8 +720,14 @@ _node_spec = st.fixed_dictionaries(
         "data": st.lists(_ids, max_size=4),
         "start": st.integers(min_value=0, max_value=1 << 53),
         "duration": st.integers(min_value=0, max_value=1 << 53),
+        "splits": st.none() | st.lists(st.integers(min_value=0, max_value=1 << 40), max_size=8),
     }
 )
+
+
+def _size(spec: dict[str, Any]) -> int:
+    """The node's comm_size: with split lists, their sum in bytes (dtype Byte), which tells their unit."""
+    return sum(spec["splits"]) if spec["kind"] == "coll" and spec["splits"] is not None else spec["size"]
 
 
 def _build(spec: dict[str, Any]) -> Any:
@@ -663,7 +740,20 @@ def _build(spec: dict[str, Any]) -> Any:
     if spec["kind"] == "comp":
         return comp_node(spec["id"], spec["name"], **common)
     if spec["kind"] == "coll":
-        return comm_node(spec["id"], spec["name"], spec["comm_type"], spec["size"], "pg", **common)
+        splits = spec["splits"]
+        reverse = None if splits is None else splits[::-1]
+        typed = None if splits is None else {"dtype": "uint8", "out_msg_nelems": sum(splits)}
+        return comm_node(
+            spec["id"],
+            spec["name"],
+            spec["comm_type"],
+            _size(spec),
+            "pg",
+            in_splits=splits,
+            out_splits=reverse,
+            attrs=typed,
+            **common,
+        )
     builder = send_node if spec["kind"] == "send" else recv_node
     return builder(spec["id"], spec["name"], spec["size"], spec["peer"], **common)
 
@@ -707,11 +797,16 @@ def test_writer_parser_round_trip(specs: list[dict[str, Any]], with_metadata: bo
         (
             s["id"],
             s["comm_type"] if s["kind"] == "coll" else s["kind"].upper(),
-            s["size"],
+            _size(s),
             None if s["kind"] == "coll" else s["peer"],
         )
         for s in comms
     ]
+    # Split lists in elements come back as written; an empty one is even.
+    splits = [s["splits"] if s["kind"] == "coll" else None for s in comms]
+    assert [r["in_splits"] for r in parsed.collectives] == [x or None for x in splits]
+    assert [r["out_splits"] for r in parsed.collectives] == [x[::-1] if x else None for x in splits]
+    assert [r["is_uneven"] for r in parsed.collectives] == [None if x is None else len(set(x)) > 1 for x in splits]
 
 
 def test_ids_beyond_int64_are_null_with_a_warning() -> None:

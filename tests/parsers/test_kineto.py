@@ -323,13 +323,15 @@ def test_captured_pipeline_p2p(rank: int) -> None:
     # The op does not name its group: for ranks 0 and 1 the local peer rank reads differently in
     # the DP sub-group ([0, 2] / [1, 3]), so the whole-world reading is an inference.
     assert {"peer" in r["inferred"] for r in p2p} == {rank in (0, 1)}
+    # ... and the op ran in the group its peer is read in: the world (inferred).
+    assert {(r["pg_name"], r["group_size"], "pg_name" in r["inferred"]) for r in p2p} == {("0", 4, True)}
     bc = [r for r in rows if r["comm_type"] == "BROADCAST"]
     assert [(r["dtype"], r["in_elems"]) for r in bc] == [("Float", 4)] * 2
     ar = [r for r in rows if r["comm_type"] == "ALL_REDUCE"]
     assert collections.Counter(r["in_elems"] for r in ar) == {2048: 4, 64: 2, 32: 2}
-    # Two groups on the rank (world and its DP pair): the group of an op is not guessed.
+    # Two groups on the rank (world and its DP pair): the group of a collective is not guessed.
     assert len(meta.process_groups) == 2
-    assert all(r["pg_name"] is None and r["group_size"] is None for r in rows)
+    assert all(r["pg_name"] is None and r["group_size"] is None for r in rows if r not in p2p)
 
 
 @pytest.mark.parametrize("job", ["ddp_mlp", "fsdp_mlp", "moe_alltoall", "pipeline_p2p"])

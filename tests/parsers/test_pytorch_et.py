@@ -1227,6 +1227,97 @@ def test_gloo_pairs_by_rf_id_whatever_the_tree_says() -> None:
     )
 
 
+_FUNCTIONAL_ALL_REDUCE = "_c10d_functional::all_reduce(Tensor input, str reduce_op, Any group_name) -> Tensor"
+_TWO_GROUPS = [
+    {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "ranks": [], "group_size": 4},
+    {"pg_name": "1", "pg_desc": "dp_stage0", "backend_config": "cpu:gloo", "ranks": [0, 2], "group_size": 2},
+]
+
+
+def _gloo_all_reduce(nid: int, parent: int, numel: int) -> list[dict]:
+    """A c10d::allreduce_ (its group an opaque object) and its gloo work, rf_ids nid*10 and nid*10+1."""
+    return [
+        node(
+            nid,
+            "c10d::allreduce_",
+            parent,
+            inputs=[
+                ([tensor(nid, numel)], "GenericList[Tensor(float)]"),
+                ("<Object>", "Object"),
+                ("<Object>", "Object"),
+                ("<None>", "None"),
+                (False, "Bool"),
+                (-1, "Int"),
+            ],
+            attrs=_gloo_attrs(nid * 10),
+        ),
+        node(
+            nid + 1,
+            "gloo:all_reduce",
+            parent,
+            inputs=[(tensor(nid, numel), "Tensor(float)")],
+            attrs=_gloo_attrs(nid * 10 + 1),
+        ),
+    ]
+
+
+def test_a_c10d_op_runs_in_the_group_its_functional_collective_names() -> None:
+    nodes = [
+        pg_init(3, _TWO_GROUPS),
+        # funcol.all_reduce(t, "sum", dp_group): the functional op names group "1"; the c10d op under it does not
+        node(
+            10,
+            "_c10d_functional::all_reduce",
+            2,
+            inputs=[(tensor(9, 8), "Tensor(float)"), ("sum", "String"), ("1", "String")],
+            attrs={"rf_id": 5, "op_schema": _FUNCTIONAL_ALL_REDUCE},
+        ),
+        node(11, "aten::clone", 10, inputs=[(tensor(9, 8), "Tensor(float)")]),
+        *_gloo_all_reduce(20, 10, 8),
+        # no op_schema: the last string argument; a group the file does not describe keeps no size
+        node(
+            30,
+            "_c10d_functional::all_reduce",
+            2,
+            inputs=[(tensor(8, 4), "Tensor(float)"), ("sum", "String"), ("7", "String")],
+        ),
+        *_gloo_all_reduce(40, 30, 4),
+        # an eager all-reduce: the rank has two groups, the op names none
+        *_gloo_all_reduce(50, 2, 16),
+        # under a functional op of another kind (a broadcast): not its group
+        node(
+            60, "_c10d_functional::broadcast", 2, inputs=[(tensor(7, 2), "Tensor(float)"), (0, "Int"), ("0", "String")]
+        ),
+        *_gloo_all_reduce(70, 60, 2),
+    ]
+    meta, colls, _ = run(et("1.1.1-chakra.0.0.4", nodes))
+    rows = by_id(colls)
+    assert sorted(rows) == [20, 40, 50, 70]
+    assert [(rows[i]["pg_name"], rows[i]["group_size"], rows[i]["inferred"]) for i in (20, 40, 50, 70)] == [
+        ("1", 2, ["group_size"]),
+        ("7", None, None),
+        (None, None, None),
+        (None, None, None),
+    ]
+    assert rows[20]["in_bytes"] == 32 and rows[20]["source"] == "c10d" and meta.warnings == []
+
+
+def test_a_functional_group_name_that_is_no_string_is_null_with_a_warning() -> None:
+    nodes = [
+        pg_init(3, _TWO_GROUPS),
+        node(
+            10,
+            "_c10d_functional::all_reduce",
+            2,
+            inputs=[(tensor(9, 8), "Tensor(float)"), ("sum", "String"), (5, "String")],
+        ),
+        *_gloo_all_reduce(20, 10, 8),
+    ]
+    meta, colls, _ = run(et("1.1.1-chakra.0.0.4", nodes))
+    assert colls[0]["pg_name"] is None
+    assert [w.message.split(" =")[0] for w in meta.warnings] == ["pg_name"]
+
+
 def test_gloo_pairing_keeps_threads_apart() -> None:
     nodes = [
         node(
@@ -1364,14 +1455,23 @@ def test_captured_pipeline_p2p(captured: dict[tuple[str, int], list[Row]], rank:
     assert Counter(r["comm_type"] for r in rows) == {"BROADCAST": 2, "ALL_REDUCE": 8, "SEND": 4, "RECV": 4}
     p2p = [r for r in rows if r["comm_type"] in ("SEND", "RECV")]
     assert {(r["peer"], r["in_elems"], r["in_bytes"], r["dtype"]) for r in p2p} == {(other, 128, 512, "Float")}
-    # the process group is "<Object>": the peer argument is taken as a global rank, and says so
-    assert all(r["inferred"] == ["peer"] for r in p2p)
+    # the process group is "<Object>": the peer argument is read in the world group (the only one that
+    # can hold it on ranks 2 and 3, the default one assumed on ranks 0 and 1), and the row says so
+    assert all(r["inferred"] == ["peer", "pg_name", "group_size"] for r in p2p)
+    assert {(r["pg_name"], r["group_size"]) for r in p2p} == {("0", 4)}
     # stage 0 sends activations then receives gradients; stage 1 the other way round
     first, second = ("SEND", "RECV") if rank % 2 == 0 else ("RECV", "SEND")
     assert [r["comm_type"] for r in p2p] == [first, second] * 4
     assert Counter(r["in_elems"] for r in _of(rows, "ALL_REDUCE")) == {2048: 4, 64: 2, 32: 2}
     assert [r["in_elems"] for r in _of(rows, "BROADCAST")] == [4, 4]
     assert all(r["peer"] is None for r in rows if r["comm_type"] not in ("SEND", "RECV"))
+    # funcol.all_reduce / funcol.broadcast name their group: the DP pair ("1" = [0, 2], "2" = [1, 3])
+    # and the world; the size comes from the process-group node
+    dp = "1" if rank % 2 == 0 else "2"
+    assert {(r["pg_name"], r["group_size"], tuple(r["inferred"])) for r in _of(rows, "ALL_REDUCE")} == {
+        (dp, 2, ("group_size",))
+    }
+    assert {(r["pg_name"], r["group_size"]) for r in _of(rows, "BROADCAST")} == {("0", 4)}
 
 
 def test_captured_one_row_per_collective_with_rf_id(captured: dict[tuple[str, int], list[Row]]) -> None:

@@ -155,6 +155,16 @@ def test_int64_list_fields_are_what_protobuf_serializes(rows: list[list[int]]) -
         int64_list_fields("x", np.array([[1, -1]]))
 
 
+def test_comm_node_split_lists_are_int64_lists() -> None:
+    node = comm_node(5, "a2av", "ALL_TO_ALL", 96, "0", in_splits=[4, 8], out_splits=[])
+    attrs = {a.name: a for a in node.attr}
+    assert attrs["in_split_size"].WhichOneof("value") == "int64_list"
+    assert list(attrs["in_split_size"].int64_list.values) == [4, 8]
+    # An empty list is written (even splits); None writes nothing.
+    assert attrs["out_split_size"].WhichOneof("value") == "int64_list" and list(attrs["out_split_size"].int64_list.values) == []
+    assert "in_split_size" not in {a.name for a in comm_node(1, "a2a", "ALL_TO_ALL", 8).attr}
+
+
 def test_send_recv_peers_are_int32() -> None:
     send = send_node(1, "s", 64, peer=3, rank=1, tag=5)
     assert send.type == et_def_pb2.COMM_SEND_NODE

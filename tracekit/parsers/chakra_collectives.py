@@ -9,8 +9,10 @@ its string or as the decimal text of an integer, dtype from its string; the spli
 nodes that carry them are decoded node by node.
 
 A row the value rules would change or note (tracekit.parsers.common.values: an id beyond int64, a
-peer beyond the ranks, a size out of bounds), a pg_name given as bytes, or a block whose attributes
-the column decoder leaves to upb makes its nodes *irregular*: the caller reads the records around
+peer beyond the ranks, a size out of bounds), a pg_name given as bytes, a node carrying split lists
+(tracekit's `in_splits`/`out_splits`: lists are not read column-wise, and only all-to-allv nodes
+written by tracekit have them), or a block whose attributes the column decoder leaves to upb makes
+its nodes *irregular*: the caller reads the records around
 them through the reference path, which notes the warnings in their order. Regular rows need no
 check, so a fleet's millions of collectives cost numpy and Arrow calls per block, not Python per row.
 """
@@ -216,9 +218,11 @@ class _Splits:
             # Only rows carry lists, and every row is kept: the values are those of the kept rows.
             row_offsets = np.zeros(len(keep) + 1, np.int32)
             np.cumsum(lengths[keep], out=row_offsets[1:])
+            # an empty list says the splits are even: no list (is_uneven false), as the node path reads it
             out[field] = pa.ListArray.from_arrays(
-                pa.array(row_offsets), pa.array(values.astype(np.int64)), mask=pa.array(~present[keep])
-            )
+                pa.array(row_offsets), pa.array(values.astype(np.int64)),
+                mask=pa.array(~present[keep] | (lengths[keep] == 0)),
+            )  # fmt: skip
         out["is_uneven"] = pa.array(self.uneven[keep], pa.bool_(), mask=~self.carried[keep])
         return out
 
@@ -323,6 +327,10 @@ class _NodeAttributes:
         """(value, present, beyond int64) of each node's attribute `name` as an integer."""
         slot = self.slots[name]
         return _at(self.ints, slot), _at(self.present, slot), _at(self.beyond, slot)
+
+    def has(self, name: str) -> np.ndarray:
+        """Whether each node has an attribute `name`, of any kind."""
+        return self.slots[name] >= 0
 
     def kind(self, name: str) -> np.ndarray:
         """The `value` member each node's attribute `name` sets (0: none, or no such attribute)."""

@@ -112,6 +112,7 @@ _INT_VARIANTS = frozenset(
     )
 )
 _FLOAT_VARIANTS = frozenset(("double_val", "float_val"))
+_INT_LIST_VARIANTS = frozenset(kind.replace("_val", "_list") for kind in _INT_VARIANTS if kind != "bool_val")
 
 
 def where(index: int, offset: int) -> str:
@@ -757,8 +758,8 @@ def collective_row(node: Any, node_type: int, checker: Checker) -> CollectiveRow
         out_elems=out_elems,
         in_bytes=in_bytes,
         out_bytes=times(out_elems, dtype),
-        in_splits=in_splits,
-        out_splits=out_splits,
+        in_splits=in_splits or None,  # an empty list says the splits are even: no list, is_uneven false
+        out_splits=out_splits or None,
         start_us=float(start) if start else None,
         duration_us=float(node.duration_micros),
         rf_id=_int_attr(attrs, "rf_id"),
@@ -794,6 +795,15 @@ def _pg_name(attr: Any) -> str | None:
 def _int_attr(attrs: dict[str, Any], name: str) -> int | None:
     attr = attrs.get(name)
     return attr_int(attr) if attr is not None else None
+
+
+def _int_list_attr(attrs: dict[str, Any], name: str) -> list[int] | None:
+    """A list attribute of integers, whichever integer list variant carries it; None for none."""
+    attr = attrs.get(name)
+    kind = attr.WhichOneof("value") if attr is not None else None
+    if kind not in _INT_LIST_VARIANTS:
+        return None
+    return list(getattr(attr, kind).values)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,14 +6,21 @@ the length varint of small records comes from a precomputed table.
 
 The attribute types follow what Chakra's own producers write (and the v1 ETFeeder expects):
 `comm_type`/`comm_size` int64, `comm_src`/`comm_dst`/`comm_tag` int32, `is_cpu_op` bool,
-`pg_name` string.
+`pg_name` string (the name of the process group, as PyTorch names it and Chakra's PyTorch converter
+writes it: only when the op names one).
+
+`in_split_size`/`out_split_size` (int64_list; the PyTorch ET's names for them) are tracekit's own:
+the elements a rank sends to / receives from each rank of its group, in group order, as the
+`collectives` columns `in_splits`/`out_splits` hold them. Chakra defines no split attribute (its PyTorch converter writes an all-to-all's comm_size
+alone, and ASTRA-sim splits every all-to-all evenly), so without them an all-to-allv becomes an
+even all-to-all. An empty list says the splits are even, as an empty split list does to c10d.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, cast
@@ -21,7 +28,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from tracekit.parsers import et_def_pb2
-from tracekit.parsers.common.names import PG_INIT_NAME
+from tracekit.parsers.common.names import PG_INIT_NAME, SPLIT_ATTRS
 
 AttributeProto = et_def_pb2.AttributeProto
 Node = et_def_pb2.Node
@@ -200,9 +207,15 @@ def comm_node(
     start_us: int = 0,
     duration_us: int = 0,
     is_cpu_op: bool = False,
+    in_splits: Sequence[int] | None = None,
+    out_splits: Sequence[int] | None = None,
     attrs: dict[str, Any] | None = None,
 ) -> Any:
-    """A COMM_COLL_NODE; `comm_type` is a CollectiveCommType name ("ALL_REDUCE") or number."""
+    """A COMM_COLL_NODE; `comm_type` is a CollectiveCommType name ("ALL_REDUCE") or number.
+
+    `in_splits`/`out_splits`: elements sent to / received from each rank of the group (see the
+    module docstring); None writes no attribute.
+    """
     code = COMM_TYPE_NUMBERS[comm_type] if isinstance(comm_type, str) else comm_type
     node_attrs = [
         AttributeProto(name="is_cpu_op", bool_val=is_cpu_op),
@@ -211,6 +224,9 @@ def comm_node(
     ]
     if pg_name is not None:
         node_attrs.append(AttributeProto(name="pg_name", string_val=pg_name))
+    for key, splits in ((SPLIT_ATTRS[0], in_splits), (SPLIT_ATTRS[1], out_splits)):
+        if splits is not None:
+            node_attrs.append(AttributeProto(name=key, int64_list=et_def_pb2.Int64List(values=splits)))
     return _node(node_id, name, COMM_COLL_NODE, node_attrs, ctrl_deps, data_deps, start_us, duration_us, attrs)
 
 

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from tracekit.parsers.base import ProcessGroup
-from tracekit.parsers.common.peers import arrow_peer, peer_in_group, peer_in_unnamed_group, peer_of_rank_arg
+from tracekit.parsers.common.peers import (
+    arrow_peer,
+    group_of_unnamed_peer,
+    peer_in_group,
+    peer_in_unnamed_group,
+    peer_of_rank_arg,
+)
+from tracekit.parsers.common.rows import CollectiveRow, take_peer_group
 
 WORLD_UNLISTED = ProcessGroup("0", "default_pg", group_size=4, ranks=[])
 WORLD_LISTED = ProcessGroup("0", "default_pg", group_size=4, ranks=[0, 1, 2, 3])
@@ -28,6 +35,29 @@ def test_in_an_unnamed_group() -> None:
     assert peer_in_unnamed_group(1, [WORLD_LISTED, DP]) == (1, True)
     assert peer_in_unnamed_group(1, [DP]) == (3, False)
     assert peer_in_unnamed_group(5, []) == (5, True)
+
+
+def test_the_group_of_an_unnamed_send_is_the_one_its_peer_is_read_in() -> None:
+    # Only the world can hold local rank 2.
+    assert group_of_unnamed_peer(2, [WORLD_UNLISTED, DP]) is WORLD_UNLISTED
+    # Both can hold local rank 1: the default group the peer reading assumes.
+    assert group_of_unnamed_peer(1, [WORLD_LISTED, DP]) is WORLD_LISTED
+    assert group_of_unnamed_peer(1, [DP]) is DP
+    # Two sub-groups, no default among them: not told.
+    other = ProcessGroup("3", "pp", group_size=2, ranks=[0, 2])
+    assert group_of_unnamed_peer(1, [DP, other]) is None
+    assert group_of_unnamed_peer(None, [DP]) is None and group_of_unnamed_peer(-1, [DP]) is None
+    assert group_of_unnamed_peer(0, []) is None
+
+
+def test_an_unnamed_send_takes_that_group_as_inferred() -> None:
+    row, inferred = CollectiveRow(op_id=1, comm_type="SEND", source="c10d"), ["peer"]
+    take_peer_group(row, 1, [WORLD_LISTED, DP], inferred)
+    assert (row.pg_name, row.group_size, inferred) == ("0", 4, ["peer", "pg_name", "group_size"])
+    # A group already named stays.
+    named, inferred = CollectiveRow(op_id=2, comm_type="SEND", source="c10d", pg_name="2"), []
+    take_peer_group(named, 1, [WORLD_LISTED, DP], inferred)
+    assert (named.pg_name, named.group_size, inferred) == ("2", None, [])
 
 
 def test_rank_argument_of_a_send() -> None:

@@ -8,6 +8,12 @@ positions have not changed across versions (later ones - async_op, timeout - wer
 time and are not read). A trace that records the op schema (PyTorch ET `op_schema`) names the
 arguments itself; a trace that does not (Kineto `Input Dims`/`Concrete Inputs`, ET without
 op_schema) is read by position through this table.
+
+The ProcessGroup argument of a c10d op is an opaque object, which no trace records. A functional
+collective (`_c10d_functional::all_reduce(Tensor input, str reduce_op, str group_name)`, and
+all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, broadcast, the coalesced ones)
+calls the c10d op underneath it and names the group: its `group_name` argument, the `pg_name` of the
+group in the process-group records. The c10d op runs in the group its functional op names.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ _EVEN_SHARD_FAMILIES = ("_allgather_base", "_reduce_scatter_base", "allgather_in
 PEER_ARGS = frozenset({"dstRank", "srcRank", "dst", "src", "peer"})
 IN_SPLITS_ARG = "input_split_sizes"
 OUT_SPLITS_ARG = "output_split_sizes"
+# The argument of a functional collective that names its process group (its last string argument).
+GROUP_NAME_ARG = "group_name"
 
 
 def arg_names(stem: str) -> tuple[str, ...] | None:

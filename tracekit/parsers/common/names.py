@@ -18,10 +18,19 @@ BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
 C10D_PREFIX = "c10d::"
 # The op PyTorch wraps around each collective it records the parameters of (NCCL, XCCL).
 RECORD_PARAM_COMMS = "record_param_comms"
+# The functional collectives (`torch.distributed._functional_collectives`, DTensor, compiled code):
+# `_c10d_functional::all_reduce(input, reduce_op, group_name)` runs the c10d op underneath it and,
+# unlike that op, names its process group.
+FUNCTIONAL_PREFIX = "_c10d_functional::"
 # The metadata node whose input lists every process group of the rank: its name as PyTorch writes
 # it, and the part parsers look for.
 PG_INIT_NAME = "## process_group:init ##"
 PG_INIT_MARK = "process_group:init"
+# The Chakra node attributes (tracekit's own: Chakra defines none) holding an all-to-allv's split
+# sizes in elements, named after the `collectives` columns they fill (tracekit/writers/chakra_et.py).
+# Chakra attributes of an all-to-allv's split lists: the names the PyTorch ET gives them
+# (record_param_comms), elements per peer in group order (Chakra itself defines none).
+SPLIT_ATTRS = ("in_split_size", "out_split_size")
 
 
 def is_backend_annotation(name: str) -> bool:
@@ -102,6 +111,14 @@ def comm_type_of(name: str | None) -> str | None:
         if squashed.startswith(stem):
             return comm_type
     return None
+
+
+def functional_comm_type(name: str) -> str | None:
+    """The comm_type of a functional collective (`_c10d_functional::all_to_all_single`); None for
+    other names and for its non-communication ops (`wait_tensor`, `_wrap_tensor_autograd`)."""
+    if not name.startswith(FUNCTIONAL_PREFIX):
+        return None
+    return comm_type_of(name[len(FUNCTIONAL_PREFIX) :])
 
 
 def is_uneven_name(name: str | None) -> bool:

@@ -13,7 +13,9 @@ becomes a global rank through what the trace says about that group:
 An op that names no group (c10d ops record their ProcessGroup as an opaque object) is read through
 every group of the rank: if all groups that can hold the local rank agree, that is the peer (marked
 inferred only if some reading assumed the identity); if they disagree, the default group is assumed
-and `peer` is marked inferred.
+and `peer` is marked inferred. Its group is the one its peer is read in (`group_of_unnamed_peer`):
+the only group of the rank that can hold the local rank, else the default group the reading
+assumes; pg_name and group_size are then inferred.
 """
 
 from __future__ import annotations
@@ -51,8 +53,7 @@ def peer_in_unnamed_group(local: int | None, groups: list[ProcessGroup]) -> tupl
         return None, False
     readings: set[tuple[int, bool]] = set()
     for group in groups:
-        size = len(group.ranks) if group.ranks else group.group_size
-        if size is not None and local >= size:
+        if not _can_hold(group, local):
             continue
         peer, inferred = peer_in_group(local, group)
         if peer is not None:
@@ -64,6 +65,22 @@ def peer_in_unnamed_group(local: int | None, groups: list[ProcessGroup]) -> tupl
     if default is not None and default.ranks:
         return (default.ranks[local], True) if local < len(default.ranks) else (None, False)
     return local, True
+
+
+def _can_hold(group: ProcessGroup, local: int) -> bool:
+    size = len(group.ranks) if group.ranks else group.group_size
+    return size is None or local < size
+
+
+def group_of_unnamed_peer(local: int | None, groups: list[ProcessGroup]) -> ProcessGroup | None:
+    """The group of a send/recv that names none, as its peer is read (see the module docstring)."""
+    if local is None or local < 0:
+        return None
+    able = [group for group in groups if _can_hold(group, local)]
+    if len(able) == 1:
+        return able[0]
+    default = default_group(groups)
+    return default if default is not None and any(group is default for group in able) else None
 
 
 def arrow_peer(name: str) -> int | None:

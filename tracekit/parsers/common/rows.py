@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from tracekit.parsers.common.groups import only_group
+from tracekit.parsers.common.peers import group_of_unnamed_peer
 from tracekit.parsers.common.sizes import splits_in_elements
 
 if TYPE_CHECKING:
@@ -59,7 +60,9 @@ _ROW_VALUES = attrgetter(*ROW_COLUMNS)
 
 
 def finished(row: CollectiveRow, checker: Checker, where: str | None) -> CollectiveRow:
-    """The row as it may be written: values out of bounds null (with a warning), splits in elements."""
+    """The row as it may be written: values out of bounds null (with a warning), splits in elements
+    (splits already in elements, as tracekit's Chakra writer writes them, sum to the element count
+    and stay as they are)."""
     checker.row(row, where)
     splits_in_elements(row, checker, where)
     return row
@@ -68,6 +71,21 @@ def finished(row: CollectiveRow, checker: Checker, where: str | None) -> Collect
 def take_only_group(row: CollectiveRow, groups: list[ProcessGroup], inferred: list[str]) -> None:
     """An op that names no group ran in the rank's only group, when it has one (see groups.only_group)."""
     group = only_group(groups)
+    if group is None:
+        return
+    row.pg_name = group.pg_name
+    inferred.append("pg_name")
+    if group.group_size is not None:
+        row.group_size = group.group_size
+        inferred.append("group_size")
+
+
+def take_peer_group(row: CollectiveRow, local: int | None, groups: list[ProcessGroup], inferred: list[str]) -> None:
+    """A send/recv that names no group ran in the group its peer was read in (see
+    peers.group_of_unnamed_peer), when the rank's groups tell one."""
+    if row.pg_name is not None:
+        return
+    group = group_of_unnamed_peer(local, groups)
     if group is None:
         return
     row.pg_name = group.pg_name

@@ -248,7 +248,10 @@ class Checker:
                 setattr(row, name, None)
         for name, bound in ROW_LISTS.items():
             items = getattr(row, name)
-            if items is not None and not all(bound.holds(v) for v in items):
+            if items is not None and len(items) > MAX_RANKS:
+                self.note(name, f"holds {len(items)} values, more than {MAX_RANKS} ranks", items, where)
+                setattr(row, name, None)
+            elif items is not None and not all(bound.holds(v) for v in items):
                 self.note(name, f"holds a value out of bounds {_bounds_text(bound)}", items, where)
                 setattr(row, name, None)
         for name in ROW_TIMES:

@@ -17,7 +17,7 @@ from tracekit.parsers.common.names import (
     times,
 )
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_unnamed_group, peer_of_rank_arg
-from tracekit.parsers.common.rows import CollectiveRow, take_only_group
+from tracekit.parsers.common.rows import CollectiveRow, take_only_group, take_peer_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int, elements
 from tracekit.parsers.kineto import args as arg
@@ -129,9 +129,11 @@ def c10d_row(ctx: Context, unit: Unit) -> CollectiveRow | None:
     take_only_group(row, ctx.groups, inferred)
     position = c10d.arg_position(stem, c10d.PEER_ARGS)
     if comm_type in PEER_TYPES and position is not None and position < len(concrete):
-        row.peer, guessed = peer_in_unnamed_group(as_int(concrete[position]), ctx.groups)
+        local = as_int(concrete[position])
+        row.peer, guessed = peer_in_unnamed_group(local, ctx.groups)
         if guessed:
             inferred.append("peer")
+        take_peer_group(row, local, ctx.groups, inferred)
     row.rf_id = ctx.checker.bounded(rf_id(a), "rf_id", INT64, _where(unit.index))
     _timing(row, events[ann] if ann is not None else ev, [events[k] for k in unit.kernels])
     row.inferred = inferred

@@ -30,9 +30,12 @@ rf_ids, the nearest enclosing c10d op, else the earliest unpaired one before it 
 is ONE row read from the c10d op (source 'c10d'): its id, rf_id and name (`_reduce_scatter_base_`),
 its comm_type (so a reduce-scatter stays REDUCE_SCATTER), sizes from its tensor arguments by name
 (`op_schema`, else tracekit.parsers.common.c10d), all-to-all splits from its split-size arguments,
-peer from the dst/src argument. The ProcessGroup argument is an opaque `<Object>`: when the file
-lists one group only, that is the op's (pg_name and group_size inferred), and the peer is read
-through the rank's groups (tracekit.parsers.common.peers).
+peer from the dst/src argument. The ProcessGroup argument is an opaque `<Object>`: a c10d op called
+by a functional collective (`_c10d_functional::all_reduce`, its nearest such ancestor, of the same
+comm_type) runs in the group that op names by its `group_name` argument (tracekit.parsers.common.c10d;
+pg_name read, group_size from the group); otherwise, when the file lists one group only, that is the
+op's (pg_name and group_size inferred), and the peer is read through the rank's groups
+(tracekit.parsers.common.peers).
 An annotation that pairs with nothing is a row of its own (source 'annotation'), and so is a c10d op
 with no annotation (source 'c10d'), unless an unpaired annotation or a paired c10d op hangs under it.
 `record_param_comms` inputs are read by type, since their positions moved between versions
@@ -68,12 +71,12 @@ import gc
 
 from tracekit.parsers.base import BatchSink, Source, TableBuffer, TraceError, TraceMeta
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
-from tracekit.parsers.common.names import PG_INIT_MARK
+from tracekit.parsers.common.names import PG_INIT_MARK, functional_comm_type
 from tracekit.parsers.common.rows import CollectiveBuffer, finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.parsers.pytorch_et.decode import load, started_at
 from tracekit.parsers.pytorch_et.nodes import KIND_ANNOTATION, KIND_RPC, Node
-from tracekit.parsers.pytorch_et.pairing import BAD_CONTENT, candidates, select
+from tracekit.parsers.pytorch_et.pairing import BAD_CONTENT, Candidate, ancestor_ids, candidates, select
 from tracekit.parsers.pytorch_et.rows import EtRow, annotation_row, c10d_row, device_times, rpc_row, world_and_hint
 
 FORMAT = "pytorch_et"
@@ -145,6 +148,7 @@ def _rows(nodes: list[Node], parents: dict[int, int | None], meta: TraceMeta, ch
     """One row per logical collective (pytorch_et.pairing picks the node), in file order."""
     limit = len(nodes)
     groups = meta.process_groups
+    functional = {node.id: node for node in nodes if functional_comm_type(node.name) is not None}
     rows: list[EtRow] = []
     for chosen in select(candidates(nodes, checker), parents, limit):
         cand = chosen.candidate
@@ -154,12 +158,23 @@ def _rows(nodes: list[Node], parents: dict[int, int | None], meta: TraceMeta, ch
             elif cand.kind == KIND_ANNOTATION:
                 rows.append(annotation_row(cand, groups, checker))
             else:
-                rows.append(c10d_row(cand, groups, checker, chosen.work))
+                issuer = _issuer(cand, functional, parents, limit) if functional else None
+                rows.append(c10d_row(cand, groups, checker, chosen.work, issuer))
         except BAD_CONTENT as exc:
             raise TraceError(f"malformed {cand.node.name} node: {exc}", cand.node.where) from None
     rows.sort(key=lambda r: r.node.index)
     device_times(nodes, parents, rows, limit, checker)
     return rows
+
+
+def _issuer(cand: Candidate, functional: dict[int, Node], parents: dict[int, int | None], limit: int) -> Node | None:
+    """The functional collective that called c10d op `cand`: its nearest functional ancestor, if
+    that one is of the same comm_type (an unrelated one further up names no group of this op)."""
+    for ancestor in ancestor_ids(cand.node.id, parents, limit):
+        issuer = functional.get(ancestor)
+        if issuer is not None:
+            return issuer if functional_comm_type(issuer.name) == cand.comm_type else None
+    return None
 
 
 def _write_ops(nodes: list[Node], rows: list[EtRow], pg_nodes: set[int], sink: BatchSink, checker: Checker) -> None:

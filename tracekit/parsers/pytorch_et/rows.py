@@ -11,7 +11,7 @@ from tracekit.parsers.common import c10d
 from tracekit.parsers.common.groups import default_group, group_named
 from tracekit.parsers.common.names import RECORD_PARAM_COMMS, c10d_stem, comm_type_of, normalize_dtype, times
 from tracekit.parsers.common.peers import PEER_TYPES, ROOT_TYPES, arrow_peer, peer_in_unnamed_group, peer_of_rank_arg
-from tracekit.parsers.common.rows import CollectiveRow, take_only_group
+from tracekit.parsers.common.rows import CollectiveRow, take_only_group, take_peer_group
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import COUNT, RANK, SIZE, Checker, excerpt
 from tracekit.parsers.pytorch_et import nodes as attr
@@ -149,8 +149,36 @@ def _schema_arg_names(op_schema: Any) -> list[str] | None:
     return names
 
 
-def c10d_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker, work: Node | None) -> EtRow:
-    """A row read from a `c10d::` op; `work` is the backend annotation of its work, when paired."""
+def functional_group_name(issuer: Node, checker: Checker) -> str | None:
+    """The process group a functional collective names: its `group_name` argument (by the op schema
+    the file records, else its last string argument); None when it names none."""
+    pairs = issuer.inputs()
+    names = _schema_arg_names(issuer.attrs().get(attr.OP_SCHEMA))
+    if names is not None and len(names) == len(pairs) and c10d.GROUP_NAME_ARG in names:
+        value: Any = pairs[names.index(c10d.GROUP_NAME_ARG)][0]
+    else:
+        value = next((v for v, type_name in reversed(pairs) if type_name == "String"), None)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        checker.note("pg_name", "is not a string", value, issuer.where)
+        return None
+    return value
+
+
+def _take_named_group(row: CollectiveRow, name: str, groups: list[ProcessGroup], inferred: list[str]) -> None:
+    row.pg_name = name
+    group = group_named(groups, name)
+    if group is not None and group.group_size is not None:
+        row.group_size = group.group_size
+        inferred.append("group_size")
+
+
+def c10d_row(
+    cand: Candidate, groups: list[ProcessGroup], checker: Checker, work: Node | None, issuer: Node | None = None
+) -> EtRow:
+    """A row read from a `c10d::` op; `work` is the backend annotation of its work, when paired;
+    `issuer` the functional collective that called it, when one did (it names the group)."""
     node, comm_type, where = cand.node, cand.comm_type, cand.node.where
     inferred: list[str] = []
     pairs = node.inputs()
@@ -204,7 +232,11 @@ def c10d_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker, work
             out_splits, in_splits = int_lists[0][1], int_lists[1][1]
 
     row = CollectiveRow(op_id=node.id, comm_type=comm_type, source="c10d", op_name=stem)
-    take_only_group(row, groups, inferred)
+    named = functional_group_name(issuer, checker) if issuer is not None else None
+    if named is not None:
+        _take_named_group(row, named, groups, inferred)
+    else:
+        take_only_group(row, groups, inferred)
     if comm_type in PEER_TYPES:
         local = next((v for n, v in ints if n in c10d.PEER_ARGS), None)
         if local is None and names is None and ints:
@@ -212,6 +244,7 @@ def c10d_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker, work
         row.peer, guessed = peer_in_unnamed_group(local, groups)
         if guessed:
             inferred.append("peer")
+        take_peer_group(row, local, groups, inferred)
 
     splits_known = (bool(int_lists) and comm_type == "ALL_TO_ALL") or c10d.has_even_shards(stem)
     start_us, duration_us = node.time(checker)
