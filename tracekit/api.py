@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError
-from tracekit.schema import ROLLUPS, TABLES
+from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,6 +53,11 @@ class TraceDataset:
                 con.execute(catalog_statement("collective_wire_bytes", temp=True))
                 for rollup in missing:
                     con.execute(f"CREATE TEMP VIEW {rollup} AS {rollup_query(rollup)}")
+            for table in REPLAY_TABLES:  # a dataset no fleet replay or recent ingest wrote: empty
+                if not con.execute(_HAS_TABLE, [table, table]).fetchall():
+                    con.register("empty_replay", arrow_schema(table).empty_table())
+                    con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM empty_replay")
+                    con.unregister("empty_replay")
             # Temporary, so they shadow the copies stored in the file, which may be older.
             for statement in catalog_statements(temp=True):
                 con.execute(statement)

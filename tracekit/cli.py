@@ -465,14 +465,17 @@ GPU_ARCH = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 # Options `replay` and `whatif` share: where the ranks run and what NCCL does.
 PlacementFile = Annotated[
     Path | None,
-    typer.Option("--placement", help="Placement file (JSON/TOML/YAML): GPUs and NICs per host, rails, link speeds, hosts."),
+    typer.Option(
+        "--placement", help="Placement file (JSON/TOML/YAML): GPUs and NICs per host, rails, link speeds, hosts."
+    ),
 ]
 GpusPerHost = Annotated[int | None, typer.Option(help="GPUs per host (default 8).")]
 HostsPerRack = Annotated[int | None, typer.Option(help="Hosts per rack/leaf (default 2).")]
 NicsPerHost = Annotated[int | None, typer.Option(help="NICs per host (default one per GPU).")]
 NicGbps = Annotated[float | None, typer.Option(help="NIC line rate in Gb/s (default 400).")]
 CrossNic = Annotated[
-    int | None, typer.Option(help="NCCL_CROSS_NIC: 0 rings and trees stay on one NIC (rail), 1 free, 2 (default) pairs.")
+    int | None,
+    typer.Option(help="NCCL_CROSS_NIC: 0 rings and trees stay on one NIC (rail), 1 free, 2 (default) pairs."),
 ]
 Channels = Annotated[int | None, typer.Option(help="NCCL channels per communicator (default: what NCCL picks).")]
 QpsPerConnection = Annotated[int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION: QPs (distinct flows) per connection.")]
@@ -480,15 +483,29 @@ Pxn = Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p ac
 ProtocolOpt = Annotated[Protocol, typer.Option("--protocol", help="NCCL_PROTO; auto: NCCL's tuner.")]
 InNetworkOpt = Annotated[
     InNetwork,
-    typer.Option("--in-network-reduction", help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce."),
+    typer.Option(
+        "--in-network-reduction", help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce."
+    ),
 ]
 GpuArchOpt = Annotated[GpuArch, typer.Option("--gpu-arch", help="GPU generation of NCCL's tuning tables.")]
 NcclLogOpt = Annotated[
     Path | None,
-    typer.Option("--nccl-log", help="An NCCL_DEBUG=INFO log of the job: its rings, trees and NICs instead of the model's."),
+    typer.Option(
+        "--nccl-log", help="An NCCL_DEBUG=INFO log of the job: its rings, trees and NICs instead of the model's."
+    ),
+]
+FleetWorkers = Annotated[
+    int | None, typer.Option(help="With --fleet: worker processes (default: CPU count, at most 8).", metavar="N")
+]
+FleetExecutor = Annotated[
+    str | None,
+    typer.Option(
+        help="With --fleet: local (a process pool, the default), dask-local or dask://HOST:PORT.", metavar="WHERE"
+    ),
 ]
 AlgorithmOpt = Annotated[
-    ReplayAlgorithm, typer.Option("--algorithm", help="Collective algorithm; auto runs NCCL's cost model per size and group.")
+    ReplayAlgorithm,
+    typer.Option("--algorithm", help="Collective algorithm; auto runs NCCL's cost model per size and group."),
 ]
 
 
@@ -553,8 +570,14 @@ def replay(
     max_flows: Annotated[int, typer.Option(help="Stop with an error past this many flows.")] = 50_000_000,
     fleet: Annotated[
         bool,
-        typer.Option("--fleet", help="Replay every job: per-job network indicators (see README, Fleet replay)."),
+        typer.Option(
+            "--fleet",
+            help="Replay every job: per-job indicators and fabric timings into the dataset's replay_jobs and "
+            "replay_fabrics tables and OUT (see README, Fleet replay).",
+        ),
     ] = False,
+    workers: FleetWorkers = None,
+    executor: FleetExecutor = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
 ) -> None:
     """Decompose a job's collectives into the flows NCCL sends, traffic matrices and simulator inputs.
@@ -578,14 +601,17 @@ def replay(
     if "all" in wanted:
         wanted = ["flows", "hpcc", "htsim", "chakra"]
     try:
-        from tracekit.replay import write_outputs
         from tracekit.replay import replay as run_replay
+        from tracekit.replay import write_outputs
 
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
         options = _nccl_options(channels, qps_per_connection, pxn, protocol, in_network_reduction, gpu_arch, nccl_log)
         network = _fabric(fabric)
         if fleet:
-            _replay_fleet(console, dataset, out, algorithm.value, where, quiet)
+            from tracekit.replay.fleet import FleetSettings, default_fabrics
+
+            settings = FleetSettings(where, options, algorithm.value, default_fabrics(), max_flows=max_flows)
+            _replay_fleet(console, dataset, out, settings, executor, workers, quiet)
             return
         with _counter(console, quiet, "replay", "collectives") as advance:
             result = run_replay(dataset, job, algorithm.value, where, options, max_flows=max_flows, progress=advance)
@@ -602,6 +628,36 @@ def replay(
         _fail(console, exc)
     if not quiet:
         _replay_summary(console, result, files, out)
+
+
+def _replay_fleet(
+    console: Console, dataset: Path, out: Path, settings: Any, executor: str | None, workers: int | None, quiet: bool
+) -> None:
+    from tracekit.errors import DatasetError
+    from tracekit.executors import check
+    from tracekit.replay.fleet import job_count, run_fleet
+
+    check(executor)
+    with _counter(console, quiet, "fleet replay", "jobs", total=job_count(dataset)) as advance:
+        run = run_fleet(dataset, out, settings, executor, workers, advance)
+    result = run.result
+    for job, why in result.skipped:
+        console.print(f"[yellow]skipped[/yellow] job {_escape(job)}: {_escape(why)}", highlight=False, soft_wrap=True)
+    if run.not_stored is not None:
+        console.print(f"[red]error:[/red] {_escape(run.not_stored)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"the fleet's tables are in {out}: run again with the dataset free to store them", highlight=False
+        )
+        raise typer.Exit(DatasetError.exit_code)
+    if not quiet:
+        console.print(
+            f"{result.jobs.height:,} jobs replayed ({len(result.skipped):,} skipped) on "
+            f"{result.fabrics['fabric'].n_unique():,} fabrics → tables replay_jobs, replay_fabrics of {dataset} "
+            f"and {out}; query: tracekit query {dataset} \"select * from replay_fabrics where comm_type = 'all'\"",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+    if result.skipped:
+        raise typer.Exit(EXIT_INPUT_ERRORS)
 
 
 def _placement(
@@ -681,7 +737,9 @@ def whatif(
         typer.Option("--routing", help="ecmp (hash per QP flow, over --seeds seeds), pinned, spray; repeatable."),
     ] = None,
     seeds: Annotated[int, typer.Option(help="ECMP hash seeds (the table gives the median and p95).")] = 8,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the table to this file (csv/json/parquet).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the table to this file (csv/json/parquet).")
+    ] = None,
     output_format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="Output format.")] = None,
     algorithm: AlgorithmOpt = ReplayAlgorithm.auto,
     placement: PlacementFile = None,
@@ -701,7 +759,7 @@ def whatif(
 ) -> None:
     """Time a job's collectives on candidate fabrics and routings against the ideal fabric of the same NICs.
 
-    Example: tracekit whatif sample.dataset --job captured/moe_alltoall --gpus-per-host 1 --fabric clos2-1to1 --fabric dgx-h100-superpod --routing ecmp --routing spray
+    Example: tracekit whatif sample.dataset -j captured/moe_alltoall --gpus-per-host 1 --fabric clos2-1to1
 
     One row per fabric × routing × collective type (and 'all' for the job): collectives, network bytes,
     time (median over ECMP seeds, and p95), the ideal fabric's time, slowdown, and the busiest network
@@ -750,7 +808,17 @@ def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
     from rich.table import Table
 
     table = Table(title=f"job {_escape(result.job)}: collectives timed per fabric", title_justify="left")
-    for name in ("fabric", "routing", "collectives", "time", "p95", "ideal", "slowdown", "p95 slowdown", "busiest link"):
+    for name in (
+        "fabric",
+        "routing",
+        "collectives",
+        "time",
+        "p95",
+        "ideal",
+        "slowdown",
+        "p95 slowdown",
+        "busiest link",
+    ):
         table.add_column(name, justify="left" if name in ("fabric", "routing", "collectives") else "right")
     for row in result.table.iter_rows(named=True):
         table.add_row(

@@ -48,7 +48,7 @@ from tracekit.parquet_files import (
     write_appended,
     write_rewritten,
 )
-from tracekit.schema import ROLLUPS, TABLES, arrow_schema, arrow_type, table_from_rows
+from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema, arrow_type, table_from_rows
 
 if TYPE_CHECKING:
     import duckdb
@@ -313,6 +313,24 @@ class Dataset:
         con.execute(f"ATTACH '{sql_path(staging / DB_NAME)}' AS d")
         return False
 
+    def replace_tables(self, tables: dict[str, pa.Table]) -> None:
+        """Replace each named table of the DuckDB file with the rows given (declared types), in one
+        transaction: all or nothing. The caller holds `writing()`."""
+        con = self.connect(read_only=False)
+        try:
+            con.execute("BEGIN")
+            for name, rows in tables.items():
+                con.register("incoming", rows.cast(arrow_schema(name)))
+                con.execute(f"DROP TABLE IF EXISTS {name}")
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM incoming")
+                con.unregister("incoming")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+
     def discard(self, staging: Path) -> None:
         """Remove a run's staging folder (and the staging root once empty)."""
         shutil.rmtree(staging, ignore_errors=True)
@@ -418,7 +436,8 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     if rows_replaced:
         for table in STAGED_TABLES:
             con.execute(f"DELETE FROM d.{table} WHERE {_REPLACED_ROWS[table]}")
-    for table in ("jobs", "process_groups"):
+    # A fleet replay's rows of a job the run touches describe traffic that has changed: dropped.
+    for table in ("jobs", "process_groups", *REPLAY_TABLES):
         con.execute(f"DELETE FROM d.{table} WHERE job_id IN (SELECT job_id FROM touched)")
     for table in ("traces", "jobs", "process_groups", "runs"):
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM new_{table}")

@@ -25,7 +25,11 @@ TABLES = (
     "collective_groups",
     "collective_peers",
     "job_classes",
+    "replay_jobs",
+    "replay_fabrics",
 )
+# Written by `tracekit replay --fleet`, never by ingest (which drops the rows of the jobs it touches).
+REPLAY_TABLES = ("replay_jobs", "replay_fabrics")
 # Tables derived by queries/rollups/<name>.sql, kept in step by every ingest for the jobs it touches;
 # in this order (each may read those before it).
 ROLLUPS = (

@@ -139,7 +139,9 @@ def test_tree_all_reduce_delivers_2_n_minus_1_times_s(
 
 @settings(max_examples=25, deadline=None)
 @given(n=GROUPS, size=SIZES, p2p=st.sampled_from([1, 2, 4]), qps=QPS, pxn=st.booleans())
-def test_direct_all_to_all_delivers_n_minus_1_over_n_of_s_per_rank(n: int, size: int, p2p: int, qps: int, pxn: bool) -> None:
+def test_direct_all_to_all_delivers_n_minus_1_over_n_of_s_per_rank(
+    n: int, size: int, p2p: int, qps: int, pxn: bool
+) -> None:
     s, layout = build("direct", "ALL_TO_ALL", n, size, channels=p2p, qps=qps, pxn=pxn)
     check_structure(s, layout)
     d = delivered(s)

@@ -53,13 +53,6 @@ def test_replay_errors_are_one_line_with_exit_code_2_or_3(captured_dataset: Path
     assert done.returncode == 3 and "not a tracekit dataset" in done.stderr
 
 
-def test_replay_fleet_writes_the_locality_per_class(captured_dataset: Path, tmp_path: Path) -> None:
-    done = tracekit("replay", captured_dataset, "--fleet", "-o", tmp_path / "f", "--gpus-per-host", "2")
-    assert done.returncode == 0, done.stderr
-    table = pl.read_parquet(tmp_path / "f" / "fleet_locality.parquet")
-    assert table["jobs"].sum() == 4
-
-
 def test_replay_help_does_not_import_the_heavy_modules() -> None:
     code = (
         "import sys; from typer.testing import CliRunner; from tracekit.cli import app; "

@@ -35,7 +35,9 @@ def fleet64(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
 def test_fsdp_all_gather_and_reduce_scatter_spread_over_every_nic(fleet64: tuple[Path, dict[str, str]]) -> None:
     dataset, jobs = fleet64
     result = replay(dataset, jobs["fsdp"])
-    net = result.flows.filter((pl.col("link") == "network") & pl.col("comm_type").is_in(["ALL_GATHER", "REDUCE_SCATTER"]))
+    net = result.flows.filter(
+        (pl.col("link") == "network") & pl.col("comm_type").is_in(["ALL_GATHER", "REDUCE_SCATTER"])
+    )
     assert net.height
     egress = net.group_by("src_nic").agg(pl.col("bytes").sum())["bytes"].to_numpy().astype(float)
     assert len(egress) == 64  # every NIC of the 8 hosts sends

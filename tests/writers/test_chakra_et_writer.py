@@ -161,7 +161,10 @@ def test_comm_node_split_lists_are_int64_lists() -> None:
     assert attrs["in_split_size"].WhichOneof("value") == "int64_list"
     assert list(attrs["in_split_size"].int64_list.values) == [4, 8]
     # An empty list is written (even splits); None writes nothing.
-    assert attrs["out_split_size"].WhichOneof("value") == "int64_list" and list(attrs["out_split_size"].int64_list.values) == []
+    assert (
+        attrs["out_split_size"].WhichOneof("value") == "int64_list"
+        and list(attrs["out_split_size"].int64_list.values) == []
+    )
     assert "in_split_size" not in {a.name for a in comm_node(1, "a2a", "ALL_TO_ALL", 8).attr}
 
 

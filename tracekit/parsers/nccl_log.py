@@ -145,7 +145,7 @@ def _settle(comms: dict[str, LogComm], threads: dict[tuple[str, str, str], _Thre
     for key, comm in comms.items():
         host, pid = _process(key, comm)
         by_process.setdefault((host, pid, comm.nranks), []).append(key)
-    for (host, pid, nranks), keys in by_process.items():
+    for keys in by_process.values():
         ids = [k for k in keys if k.startswith("id:")]
         if len(ids) > 1:
             continue  # several communicators of one size in one process: leave them apart
@@ -167,9 +167,6 @@ def _process(key: str, comm: LogComm) -> tuple[str, str]:
         host, pid, _ = key.split(":", 2)
         return host, pid
     return comm.process
-
-
-
 
 
 def _line(comms: dict[str, LogComm], thread: _Thread, host: str, pid: str, dev: int, number: int, msg: str) -> None:

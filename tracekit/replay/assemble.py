@@ -9,9 +9,9 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.api import TraceDataset
+    from tracekit.fabric.topology import Network
     from tracekit.replay.collectives import JobCollectives
     from tracekit.replay.decompose import Decomposition
-    from tracekit.fabric.topology import Network
     from tracekit.replay.placement import Placement
     from tracekit.replay.shapes import JobShapes
 
@@ -117,13 +117,11 @@ def assemble(
     network: Network | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, str, JobShapes]:
     """The flows table with start/end times, the collectives table, how times were found, and the job's shapes."""
+    import numpy as np
     import polars as pl
 
-    from tracekit.replay.timing import collective_starts, schedule
-
-    import numpy as np
-
     from tracekit.replay.shapes import job_shapes
+    from tracekit.replay.timing import collective_starts, schedule
 
     flows = flow_frame(parts, placement, job.world_size)
     comm_type = dict(zip(job.collectives["collective_id"].to_list(), job.collectives["comm_type"].to_list(),

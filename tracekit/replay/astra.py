@@ -207,8 +207,8 @@ def matched_network(result: Replay) -> tuple[float, float]:
     colls = result.collectives
     protocol = "Simple"
     if colls.height and "protocol" in colls.columns:
-        by_bytes = colls.filter(pl.col("protocol").is_in(list(PROTOCOLS))).group_by("protocol").agg(
-            pl.col("bytes").sum()
+        by_bytes = (
+            colls.filter(pl.col("protocol").is_in(list(PROTOCOLS))).group_by("protocol").agg(pl.col("bytes").sum())
         )
         if by_bytes.height:
             protocol = str(by_bytes.sort("bytes", descending=True)["protocol"][0])
@@ -282,7 +282,8 @@ def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[
     run = out / "run.sh"
     run.write_text(
         "#!/bin/sh\n"
-        f"# ASTRA-sim analytical on the replay of job {result.job}: a 1-D Switch at {bandwidth * GIB / 1e9:.4g} GB/s per NPU,\n"
+        f"# ASTRA-sim analytical on the replay of job {result.job}: a 1-D Switch at "
+        f"{bandwidth * GIB / 1e9:.4g} GB/s per NPU,\n"
         f"# {latency_ns:.4g} ns per hop. Count the 'sys[i] finished' lines: the exit code says nothing (0 with hung\n"
         "# ranks, 134 at teardown after every rank finished). SIMS: the folder holding bin/.\n"
         'cd "$(dirname "$0")" && "${SIMS:-../../shared/sims}/bin/AstraSim_Analytical_Congestion_Unaware" '

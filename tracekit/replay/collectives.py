@@ -23,6 +23,7 @@ ranks must be below MAX_RANKS, sizes below MAX_BYTES; a bad row is skipped with 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -64,9 +65,35 @@ def load_job(ds: TraceDataset, job: str) -> JobCollectives:
         raise InputError(f"no job {job!r} in the dataset; jobs: {', '.join(known)}")
     rows = ds.sql(f"select {_COLUMNS} from collectives where job_id = ?", [job]).pl()
     groups = ds.sql("select pg_name, group_size, ranks from process_groups where job_id = ?", [job]).pl()
+    return match_job(job, jobs[0][0], rows, groups)
+
+
+def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobCollectives | InputError]]:
+    """Each of `jobs` (all in the dataset) as load_job reads it, from three queries for them all; a job
+    that cannot be matched gives its InputError instead."""
+
+    world = dict(ds.sql("select job_id, world_size from jobs where job_id in (select unnest(?))", [jobs]).fetchall())
+    rows = ds.sql(f"select job_id, {_COLUMNS} from collectives where job_id in (select unnest(?))", [jobs]).pl()
+    groups = ds.sql(
+        "select job_id, pg_name, group_size, ranks from process_groups where job_id in (select unnest(?))", [jobs]
+    ).pl()
+    rows_of = rows.partition_by("job_id", as_dict=True, include_key=False)
+    groups_of = groups.partition_by("job_id", as_dict=True, include_key=False)
+    for job in jobs:
+        try:
+            yield job, match_job(
+                job, world.get(job), rows_of.get((job,), rows.clear().drop("job_id")),
+                groups_of.get((job,), groups.clear().drop("job_id")),
+            )  # fmt: skip
+        except InputError as exc:
+            yield job, exc
+
+
+def match_job(job: str, world_size: int | None, rows: pl.DataFrame, groups: pl.DataFrame) -> JobCollectives:
+    """A job's collectives rows (_COLUMNS) and process groups matched into logical collectives."""
     notes: list[str] = []
     rows = _valid_rows(job, rows, notes)
-    world = _world_size(job, jobs[0][0], rows, notes)
+    world = _world_size(job, world_size, rows, notes)
     named, world = _named_groups(job, groups, world, notes)
     return _match(job, rows, named, world, notes)
 

@@ -309,7 +309,9 @@ def _uneven(
         if matrix is None:  # no usable splits at all: an even all-to-all of the recorded sizes
             _count(issues, "no usable split lists: replayed as an even all-to-all")
             template = _template("direct", req, options.qps, cap, job.job, one)
-            stamped = stamp(template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count)
+            stamped = stamp(
+                template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count
+            )
         else:
             src, dst = np.nonzero(matrix > 0)
             keep = src != dst

@@ -157,8 +157,8 @@ def topology_text(result: Replay, network: Network) -> tuple[str, set[float]]:
     rates = network.capacity_Bps[keep] * 8
     delays = network.latency_s[keep] * 1e3
     links = [
-        f"{x} {y} {_rate(r)} {d:g}ms 0" for x, y, r, d in zip(a.tolist(), b.tolist(), rates.tolist(), delays.tolist(),
-                                                              strict=True)  # fmt: skip
+        f"{x} {y} {_rate(r)} {d:g}ms 0"
+        for x, y, r, d in zip(a.tolist(), b.tolist(), rates.tolist(), delays.tolist(), strict=True)  # fmt: skip
     ]
     header = f"{node_num} {len(switch_nodes)} {len(links)}\n{' '.join(map(str, node_id[switch_nodes].tolist()))}\n"
     return header + "".join(f"{link}\n" for link in links), {float(round(r)) for r in rates.tolist()}
@@ -173,7 +173,8 @@ def config_text(rates: set[float], stop_time_s: float) -> str:
     """config.txt for scratch/third: HPCC's settings, these files, the stop time and an ECN entry per rate."""
     files = [("TOPOLOGY_FILE", "topology.txt"), ("FLOW_FILE", "flow.txt"), ("TRACE_FILE", "trace.txt"),
              ("TRACE_OUTPUT_FILE", "mix.tr"), ("FCT_OUTPUT_FILE", "fct.txt"), ("PFC_OUTPUT_FILE", "pfc.txt"),
-             ("QLEN_MON_FILE", "qlen.txt"), ("QLEN_MON_START", "2000000000"), ("QLEN_MON_END", "2010000000")]  # fmt: skip
+             ("QLEN_MON_FILE", "qlen.txt"), ("QLEN_MON_START", "2000000000"),
+             ("QLEN_MON_END", "2010000000")]  # fmt: skip
     ordered = sorted(int(r) for r in rates) or [100_000_000_000]
     kmax = " ".join(f"{r} {max(1, round(ECN_KMAX_PER_25G * r / 25e9))}" for r in ordered)
     kmin = " ".join(f"{r} {max(1, round(ECN_KMIN_PER_25G * r / 25e9))}" for r in ordered)

@@ -184,7 +184,8 @@ def _node(flows: pl.DataFrame, end: str, result: Replay, host_of_nic: np.ndarray
 
 
 def _network_dependencies(all_flows: pl.DataFrame, kept: pl.Series) -> pl.DataFrame:
-    """flow_id, net_deps: a kept flow's predecessors when every one of them is kept, else none (it starts at its time)."""
+    """flow_id, net_deps: a kept flow's predecessors when every one of them is kept, else none (it starts at
+    its time)."""
     import polars as pl
 
     kept_ids = kept.implode()
@@ -194,8 +195,10 @@ def _network_dependencies(all_flows: pl.DataFrame, kept: pl.Series) -> pl.DataFr
         .explode("dep")
         .drop_nulls("dep")
     )
-    judged = edges.with_columns(ok=pl.col("dep").is_in(kept_ids)).group_by("flow_id").agg(
-        pl.col("dep").sort().alias("net_deps"), pl.col("ok").all().alias("all_kept")
+    judged = (
+        edges.with_columns(ok=pl.col("dep").is_in(kept_ids))
+        .group_by("flow_id")
+        .agg(pl.col("dep").sort().alias("net_deps"), pl.col("ok").all().alias("all_kept"))
     )
     return judged.with_columns(
         pl.when(pl.col("all_kept")).then(pl.col("net_deps")).otherwise(pl.lit([], dtype=pl.List(pl.Int64)))
@@ -284,7 +287,8 @@ def _run_script(out: Path, job: str, binary: str, nodes: int, speed_mbps: int, e
     path = out / "run.sh"
     path.write_text(
         "#!/bin/sh\n"
-        f"# htsim_{binary} on the replay of job {job}: NICs at {speed_mbps / 1000:g} Gb/s (-linkspeed, Mb/s); -end in µs\n"
+        f"# htsim_{binary} on the replay of job {job}: NICs at {speed_mbps / 1000:g} Gb/s (-linkspeed, Mb/s); "
+        "-end in µs\n"
         "# is 3x the replay's span plus 1 ms. Prints one 'finished' line per flow. SIMS: the folder holding bin/.\n"
         f'cd "$(dirname "$0")" && {" ".join(parts)}\n'
     )

@@ -24,6 +24,7 @@ collectives, a 'class:model' label overriding it), read by `job_classes`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,23 +74,74 @@ def network_indicators(
     """One row of indicators for the job (see the module docstring)."""
     import polars as pl
 
-    row: dict[str, Any] = {
-        "job_id": result.job,
-        "label": result.label,
-        "class": result.job_class,
-        "world_size": result.world_size,
-        "collectives": result.collectives.height,
-        "iterations": result.iterations,
-        "qps_per_connection": result.options.qps,
-        "timing": result.timing,
-    }
-    row |= shape_indicators(result.shapes, fabric, trials, seed)
-    row["inter_host_bytes_per_gpu_per_iteration"] = (
-        row["inter_host_bytes"] / result.world_size / result.iterations if result.world_size else None
-    )
+    facts = JobFacts(result.label, result.job_class, result.iterations)
+    row = job_indicators(result.job, facts, result.collectives.height, result.options.qps, result.shapes, fabric,
+                         trials, seed)  # fmt: skip
+    row["timing"] = result.timing
     buckets = burstiness(result.flows)
     busy = buckets["bytes"].cast(pl.Float64).to_numpy()
     row["burst_peak_over_mean"] = float(busy.max() / busy.mean()) if len(busy) and busy.mean() > 0 else None
+    return row
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the dataset says of a job besides its collectives."""
+
+    label: str | None
+    job_class: str
+    iterations: int
+
+
+def job_facts(ds: TraceDataset, jobs: list[str]) -> dict[str, JobFacts]:
+    """The label, parallelism class and iterations of each of `jobs`, as job_label, class_of and
+    iterations_of give them, from two queries for them all."""
+    classes = {
+        job: (label, job_class or "other")
+        for job, label, job_class in ds.sql(
+            "select j.job_id, j.label, c.class from jobs j left join job_class c using (job_id) "
+            "where j.job_id in (select unnest(?))",
+            [jobs],
+        ).fetchall()
+    }
+    steps = dict(
+        ds.sql(
+            "select job_id, max(steps) from (select job_id, count(distinct name) as steps from ops "
+            "where job_id in (select unnest(?)) and name like 'ProfilerStep#%' group by job_id, rank) group by job_id",
+            [jobs],
+        ).fetchall()
+    )
+    return {
+        job: JobFacts(classes.get(job, (None, "other"))[0], classes.get(job, (None, "other"))[1],
+                      max(int(steps.get(job) or 0), 1))
+        for job in jobs
+    }  # fmt: skip
+
+
+def job_indicators(
+    job: str,
+    facts: JobFacts,
+    collectives: int,
+    qps: int,
+    shapes: JobShapes,
+    fabric: FabricSpec | None = None,
+    trials: int = 64,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The indicators of a job from its distinct collectives: the row a fleet replay stores for it."""
+    row: dict[str, Any] = {
+        "job_id": job,
+        "label": facts.label,
+        "class": facts.job_class,
+        "world_size": shapes.world_size,
+        "collectives": collectives,
+        "iterations": facts.iterations,
+        "qps_per_connection": qps,
+    }
+    row |= shape_indicators(shapes, fabric, trials, seed)
+    row["inter_host_bytes_per_gpu_per_iteration"] = (
+        row["inter_host_bytes"] / shapes.world_size / facts.iterations if shapes.world_size else None
+    )
     return row
 
 
@@ -288,36 +340,16 @@ def ecmp(result: Replay, fabric: FabricSpec | None = None, trials: int = 64, see
 def fleet_locality(
     dataset: TraceDataset | str | Path, algorithm: str = "auto", placement: Any = None, progress: Any = None
 ) -> pl.DataFrame:
-    """Per class: jobs replayed, bytes, bytes inside a host and their share (every job replayed)."""
+    """Per class: jobs replayed, bytes, bytes inside a host and their share (a fleet replay, untimed)."""
     import polars as pl
 
     from tracekit.api import TraceDataset
-    from tracekit.errors import TracekitError
-    from tracekit.replay import replay
+    from tracekit.replay.fleet import FleetSettings, replay_fleet
+    from tracekit.replay.placement import Placement
 
-    own = not isinstance(dataset, TraceDataset)
-    ds = dataset if isinstance(dataset, TraceDataset) else TraceDataset(dataset)
-    rows = []
-    try:
-        classes = job_classes(ds)
-        for (job,) in ds.sql("select job_id from jobs order by job_id").fetchall():
-            try:
-                flows = replay(ds, job, algorithm=algorithm, placement=placement).flows
-            except TracekitError:
-                continue
-            inter = int(flows.filter(pl.col("src_host") != pl.col("dst_host"))["bytes"].sum())
-            total = int(flows["bytes"].sum())
-            rows.append(
-                {"job_id": job, "class": classes.get(job, "other"), "bytes": total, "intra_host_bytes": total - inter}
-            )
-            if progress:
-                progress(1)
-    finally:
-        if own:
-            ds.close()
-    jobs = pl.DataFrame(
-        rows, schema={"job_id": pl.String, "class": pl.String, "bytes": pl.Int64, "intra_host_bytes": pl.Int64}
-    )
+    path = dataset.dataset.root if isinstance(dataset, TraceDataset) else dataset
+    settings = FleetSettings(placement or Placement(), algorithm=algorithm, fabrics=())
+    jobs = replay_fleet(path, settings, workers=1, progress=progress).jobs
     return (
         jobs.group_by("class")
         .agg(pl.len().alias("jobs"), pl.col("bytes").sum(), pl.col("intra_host_bytes").sum())

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from tracekit.fabric.topology import FabricSpec, Network
     from tracekit.replay import Replay
+    from tracekit.replay.fleet import FleetReplay
 
 FORMATS = ("flows", "hpcc", "htsim", "chakra")
 MARKER = "replay.json"
@@ -65,6 +66,31 @@ def write_all(
         raise
     if replaced:
         result.notes.append(f"{out}: the earlier replay's files there were replaced")
+    return [out / path.relative_to(staging) for path in written]
+
+
+def write_fleet(result: FleetReplay, out: Path) -> list[Path]:
+    """A fleet replay's tables into `out` (replay_jobs.parquet, replay_fabrics.parquet, skipped.csv,
+    replay.json), under the same rules as a job's replay: OUT replaced whole, only when it is empty or
+    holds an earlier replay."""
+    import polars as pl
+
+    staging = _staging(out)
+    try:
+        written = [staging / "replay_jobs.parquet", staging / "replay_fabrics.parquet", staging / "skipped.csv"]
+        result.jobs.write_parquet(written[0])
+        result.fabrics.write_parquet(written[1])
+        pl.DataFrame(result.skipped, schema={"job_id": pl.String, "reason": pl.String}, orient="row").write_csv(
+            written[2]
+        )
+        meta = {"fleet": True, "jobs": result.jobs.height, "skipped": len(result.skipped),
+                "settings": json.loads(result.settings.described())}  # fmt: skip
+        written.append(staging / MARKER)
+        written[-1].write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        _swap(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return [out / path.relative_to(staging) for path in written]
 
 

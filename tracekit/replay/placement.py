@@ -210,7 +210,9 @@ def _host_index(hosts: tuple[tuple[int, ...], ...], gpus_per_host: int) -> dict[
     index: dict[int, tuple[int, int]] = {}
     for host, ranks in enumerate(hosts):
         if len(ranks) > gpus_per_host:
-            raise InputError(f"placement: host {host} lists {len(ranks)} ranks, more than gpus_per_host {gpus_per_host}")
+            raise InputError(
+                f"placement: host {host} lists {len(ranks)} ranks, more than gpus_per_host {gpus_per_host}"
+            )
         for gpu, rank in enumerate(ranks):
             if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < MAX_RANKS:
                 raise InputError(f"placement: host {host} lists {rank!r}, not a rank in 0..{MAX_RANKS - 1}")

@@ -60,7 +60,9 @@ class JobShapes:
         return endpoints_of(self.placement, hosts)
 
 
-def job_shapes(job: str, world: int, parts: Decomposition, comm_type: dict[int, str], placement: Placement) -> JobShapes:
+def job_shapes(
+    job: str, world: int, parts: Decomposition, comm_type: dict[int, str], placement: Placement
+) -> JobShapes:
     """The distinct collectives of a decomposed job (see the module docstring)."""
     import numpy as np
 
@@ -87,7 +89,10 @@ def job_shapes(job: str, world: int, parts: Decomposition, comm_type: dict[int, 
                 src, dst = ranks[stamped.src[lo:hi]], ranks[stamped.dst[lo:hi]]
             host_src, host_dst = where["host"][src], where["host"][dst]
             network = stamped.link[lo:hi] == NET
-            local_src_nic, local_dst_nic = stamped.src_nic[lo:hi].astype(np.int64), stamped.dst_nic[lo:hi].astype(np.int64)
+            local_src_nic, local_dst_nic = (
+                stamped.src_nic[lo:hi].astype(np.int64),
+                stamped.dst_nic[lo:hi].astype(np.int64),
+            )
             ptr = stamped.dep_ptr[lo : hi + 1] - stamped.dep_ptr[lo]
             first = stamped.dep_idx[stamped.dep_ptr[lo] : stamped.dep_ptr[hi]]
             offset = first_id + lo

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.api import TraceDataset
-    from tracekit.replay.collectives import JobCollectives
     from tracekit.fabric.topology import Network
+    from tracekit.replay.collectives import JobCollectives
     from tracekit.replay.placement import Placement
     from tracekit.replay.shapes import JobShapes
 
@@ -203,6 +203,7 @@ def _solve(
         start, end = result.start_s, result.end_s
     else:
         start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, flows["step"])
+        start, end = _within_capacity(start, end, incidence, sizes, network.capacity_Bps, base_s, latency)
     end = np.where(np.isfinite(end), end, base_s)
     return start, end, float(end.max(initial=base_s)), incidence, sizes
 
@@ -253,6 +254,28 @@ def waves(
             if settled or not len(flat):
                 break
     return start, end
+
+
+def _within_capacity(
+    start: Any, end: Any, incidence: Any, sizes: Any, capacity: Any, base_s: float, latency: Any
+) -> tuple[Any, Any]:
+    """The waves' times stretched, where needed, so that no link carries more than its capacity over
+    the collective: steps solved apart may overlap in time on a link (a chain slowed by an ECMP
+    collision lags behind the others), which the per-step rates do not see."""
+    import numpy as np
+
+    from tracekit.fabric.routing import link_loads
+
+    finite = np.isfinite(end)
+    if not finite.any():
+        return start, end
+    span = float(end[finite].max()) - base_s
+    busiest = float((link_loads(incidence, sizes) / capacity).max(initial=0.0))
+    floor = busiest + float(latency[finite].min())
+    if span <= 0 or floor <= span:
+        return start, end
+    stretch = floor / span
+    return base_s + (start - base_s) * stretch, base_s + (end - base_s) * stretch
 
 
 def _follows(flows: dict[str, Any], ptr: Any, idx: Any) -> Any:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tracekit.replay import Replay
     from tracekit.replay.nccl.options import NcclOptions
     from tracekit.replay.placement import Placement
+    from tracekit.replay.shapes import JobShapes
 
 DEFAULT_SEEDS = 8
 MAX_SEEDS = 1024
@@ -85,12 +86,23 @@ def time_on_fabrics(
     progress: Callable[[int], None] | None = None,
 ) -> WhatIf:
     """The what-if table of an already replayed job (see the module docstring)."""
+    table, per = time_shapes(result.shapes, fabrics, routings, seeds, progress)
+    return WhatIf(result.job, table, per, [{"label": f.label, **f.describe()} for f in fabrics], list(result.notes))
+
+
+def time_shapes(
+    shapes: JobShapes,
+    fabrics: list[FabricSpec],
+    routings: list[str] | None = None,
+    seeds: int = DEFAULT_SEEDS,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The what-if table of a job's distinct collectives, and each collective's time per run."""
     import polars as pl
 
     from tracekit.fabric.topology import NIC, FabricSpec
     from tracekit.replay.timing import Timer
 
-    shapes = result.shapes
     timer = Timer(shapes)
     where = shapes.network()
     ideal = timer.run(FabricSpec("ideal").build(where))
@@ -117,9 +129,7 @@ def time_on_fabrics(
                                      "collective_id": pl.Int64, "comm_type": pl.String, "time_s": pl.Float64,
                                      "ideal_s": pl.Float64, "busiest_link_s": pl.Float64,
                                      "network_bytes": pl.Int64})  # fmt: skip
-    table = _table(per)
-    return WhatIf(result.job, table, per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s", "network_bytes"),
-                  [{"label": f.label, **f.describe()} for f in fabrics], list(result.notes))  # fmt: skip
+    return _table(per), per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s", "network_bytes")
 
 
 def network_bytes(shape: Any) -> int:
@@ -154,6 +164,8 @@ def _table(per: pl.DataFrame) -> pl.DataFrame:
             pl.col("ideal_s").first().alias("ideal_s"),
             (pl.col("busiest_link_s").median() / pl.col("time_s").median()).alias("busiest_link_utilisation"),
         )
-        .with_columns(slowdown=pl.col("time_s") / pl.col("ideal_s"), slowdown_p95=pl.col("time_p95_s") / pl.col("ideal_s"))
+        .with_columns(
+            slowdown=pl.col("time_s") / pl.col("ideal_s"), slowdown_p95=pl.col("time_p95_s") / pl.col("ideal_s")
+        )
         .sort("fabric", "routing", pl.col("comm_type") != "all", "comm_type")
     )

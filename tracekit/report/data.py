@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
-from tracekit.schema import ROLLUPS, TABLES
+from tracekit.schema import TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,8 +102,8 @@ class ScopedDataset(TraceDataset):
             for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'source'").fetchall()
         }
         for table in TABLES:
-            if table in ROLLUPS and table not in held:
-                continue  # an earlier version's dataset: computed from the scoped collectives instead
+            if table not in held:
+                continue  # an earlier version's: rollups from the scoped collectives, replay tables empty
             where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM source.main.{table}{where}")
         return con

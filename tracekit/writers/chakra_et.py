@@ -11,9 +11,10 @@ writes it: only when the op names one).
 
 `in_split_size`/`out_split_size` (int64_list; the PyTorch ET's names for them) are tracekit's own:
 the elements a rank sends to / receives from each rank of its group, in group order, as the
-`collectives` columns `in_splits`/`out_splits` hold them. Chakra defines no split attribute (its PyTorch converter writes an all-to-all's comm_size
-alone, and ASTRA-sim splits every all-to-all evenly), so without them an all-to-allv becomes an
-even all-to-all. An empty list says the splits are even, as an empty split list does to c10d.
+`collectives` columns `in_splits`/`out_splits` hold them. Chakra defines no split attribute (its
+PyTorch converter writes an all-to-all's comm_size alone, and ASTRA-sim splits every all-to-all
+evenly), so without them an all-to-allv becomes an even all-to-all. An empty list says the splits
+are even, as an empty split list does to c10d.
 """
 
 from __future__ import annotations

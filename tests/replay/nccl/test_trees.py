@@ -39,7 +39,7 @@ def test_both_trees_are_binary_trees_over_every_node(nodes: int) -> None:
                 assert y not in seen
                 seen.add(y)
                 y = parents[y]
-        for x, p in enumerate(parents):
+        for p in parents:
             if p >= 0:  # a parent has at most one child of each type
                 siblings = [types[c] for c, q in enumerate(parents) if q == p]
                 assert len(siblings) == len(set(siblings))

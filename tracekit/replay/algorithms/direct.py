@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.replay.algorithms.registry import Algorithm
 from tracekit.replay.algorithms.base import Template, empty, plain
 from tracekit.replay.algorithms.p2p import Pairs, hops
+from tracekit.replay.algorithms.registry import Algorithm
 
 if TYPE_CHECKING:
     import numpy as np

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.replay.algorithms.registry import Algorithm
 from tracekit.replay.algorithms.base import Builder, Template, empty
+from tracekit.replay.algorithms.registry import Algorithm
 
 if TYPE_CHECKING:
     from tracekit.replay.algorithms.registry import Request

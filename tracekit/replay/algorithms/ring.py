@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracekit.replay.algorithms.registry import Algorithm
 from tracekit.replay.algorithms.base import INTRA, NET, Builder, Template, empty
+from tracekit.replay.algorithms.registry import Algorithm
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,9 +69,7 @@ def hops(req: Request) -> _Hops:
     main = end - 1
     first = end - per
     total = int(end[-1, -1]) if end.size else 0
-    out = {
-        name: np.zeros(total, dtype=np.int64) for name in ("src", "dst", "channel", "index", "src_nic", "dst_nic")
-    }
+    out = {name: np.zeros(total, dtype=np.int64) for name in ("src", "dst", "channel", "index", "src_nic", "dst_nic")}
     link = np.zeros(total, dtype=np.int8)
     pxn = np.zeros(total, dtype=bool)
     c_idx, i_idx = np.divmod(np.arange(channels * n), n)

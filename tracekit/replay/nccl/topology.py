@@ -41,8 +41,6 @@ from tracekit.replay.nccl.comm import CommTopology
 from tracekit.replay.nccl.trees import dtree
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from tracekit.replay.layout import GroupLayout
     from tracekit.replay.nccl.options import NcclOptions
     from tracekit.replay.placement import Placement

@@ -102,7 +102,9 @@ def choose(
     if forced != "auto" and forced not in candidates:
         return Choice(forced, "Simple", 1, 1)  # not one of NCCL's: its own template, one channel
     nbytes = size * layout.n if comm_type == "ALL_GATHER" else size
-    options_list = [(a, p) for a in (candidates if forced == "auto" else (forced,)) for p in _protocols(placement, options)]
+    options_list = [
+        (a, p) for a in (candidates if forced == "auto" else (forced,)) for p in _protocols(placement, options)
+    ]
     options_list += _in_network(comm_type, topo, options) if forced == "auto" else []
     best: tuple[float, str, str] | None = None
     for algorithm, protocol in options_list:

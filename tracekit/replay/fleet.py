@@ -1,0 +1,247 @@
+"""Every job of a dataset replayed and timed on candidate fabrics: the fleet's network indicators.
+
+    import tracekit.replay.fleet as fleet
+
+    result = fleet.replay_fleet("fleet.dataset", workers=2)   # result.jobs, result.fabrics: polars frames
+    fleet.store(result, "fleet.dataset")                       # tables replay_jobs and replay_fabrics
+
+A map over jobs on ingest's executor seam (tracekit.executors: a local process pool, or Dask): each
+task takes a chunk of jobs, reads them with one query per table, decomposes each job's distinct
+collectives once (decompose(unique=True): a collective of the same group, type and size is stamped
+once and counted as often as it occurs) and gives, per job, the indicators of `tracekit replay`
+(job_indicators: locality, NIC balance, cross-rail bytes, peers, connections and QPs per GPU and NIC,
+ECMP collisions) and the what-if table (whatif.time_shapes) on each fabric × routing: the same
+functions the single-job commands call, so a job's row is the one its own replay gives.
+
+The results go to two tables of the dataset (schemas/tables.toml: replay_jobs, replay_fabrics) that
+SQL and the report read; a fleet replay replaces both whole, and an ingest drops the rows of the
+jobs it touches (their traffic changed). A job that cannot be replayed is listed with its reason,
+and the rest go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.replay.nccl.options import NcclOptions
+from tracekit.replay.placement import Placement
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+    from tracekit.fabric.topology import FabricSpec
+
+# What a fleet replay times every job on unless told: a plain two-tier Clos and a rail-optimised
+# fabric (tracekit.fabric.presets), each under ECMP and spraying.
+DEFAULT_FABRICS = ("clos2-1to1", "dgx-h100-superpod")
+DEFAULT_ROUTINGS = ("ecmp", "spray")
+DEFAULT_SEEDS = 4
+# Jobs per task: enough that a task's three queries and its pickling cost little per job.
+CHUNK_JOBS = 16
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """How every job is replayed and timed (sent to the workers as is)."""
+
+    placement: Placement = field(default_factory=Placement)
+    options: NcclOptions = field(default_factory=NcclOptions)
+    algorithm: str = "auto"
+    fabrics: tuple[FabricSpec, ...] = ()
+    routings: tuple[str, ...] | None = DEFAULT_ROUTINGS
+    seeds: int = DEFAULT_SEEDS
+    ecmp_trials: int = 64
+    max_flows: int = 50_000_000
+
+    def described(self) -> str:
+        """The settings as JSON (stored beside the results)."""
+        return json.dumps(
+            {"placement": self.placement.describe(), "nccl": self.options.describe(), "algorithm": self.algorithm,
+             "fabrics": [{"label": f.label, **f.describe()} for f in self.fabrics],
+             "routings": list(self.routings) if self.routings else None, "seeds": self.seeds},
+            default=str, sort_keys=True,
+        )  # fmt: skip
+
+
+def default_fabrics() -> tuple[FabricSpec, ...]:
+    from tracekit.fabric.presets import preset
+
+    return tuple(preset(name) for name in DEFAULT_FABRICS)
+
+
+@dataclass
+class JobOutcome:
+    """One job's results, or why it has none."""
+
+    job: str
+    row: dict[str, Any] | None = None
+    fabrics: pl.DataFrame | None = None
+    error: str | None = None
+
+
+@dataclass
+class FleetReplay:
+    jobs: pl.DataFrame  # replay_jobs rows: one per job replayed
+    fabrics: pl.DataFrame  # replay_fabrics rows: job × fabric × routing × comm_type ('all': the job)
+    skipped: list[tuple[str, str]]  # (job, why)
+    settings: FleetSettings
+
+
+def replay_jobs(ds: TraceDataset, jobs: list[str], settings: FleetSettings) -> Iterator[JobOutcome]:
+    """Each of `jobs` replayed and timed as the fleet replay does it (see the module docstring)."""
+    from tracekit.errors import TracekitError
+    from tracekit.replay.collectives import load_jobs
+    from tracekit.replay.decompose import decompose
+    from tracekit.replay.indicators import job_facts, job_indicators
+    from tracekit.replay.shapes import job_shapes
+    from tracekit.replay.whatif import time_shapes
+
+    facts = job_facts(ds, jobs)
+    for job, matched in load_jobs(ds, jobs):
+        if isinstance(matched, Exception):
+            yield JobOutcome(job, error=str(matched))
+            continue
+        try:
+            parts = decompose(matched, settings.placement, settings.options, settings.algorithm,
+                              settings.max_flows, unique=True)  # fmt: skip
+            comm_type = dict(zip(matched.collectives["collective_id"].to_list(),
+                                 matched.collectives["comm_type"].to_list(), strict=True))  # fmt: skip
+            shapes = job_shapes(job, matched.world_size, parts, comm_type, settings.placement)
+            row = job_indicators(job, facts[job], matched.collectives.height, settings.options.qps, shapes,
+                                 trials=settings.ecmp_trials)  # fmt: skip
+            table = None
+            if settings.fabrics:
+                table, _ = time_shapes(shapes, list(settings.fabrics), list(settings.routings or []) or None,
+                                       settings.seeds)  # fmt: skip
+        except TracekitError as exc:
+            yield JobOutcome(job, error=str(exc))
+            continue
+        yield JobOutcome(job, row, table)
+
+
+def replay_fleet(
+    dataset: str | Path,
+    settings: FleetSettings | None = None,
+    executor: str | None = None,
+    workers: int | None = None,
+    jobs: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> FleetReplay:
+    """Every job of `dataset` (or those of `jobs`) replayed and timed (see the module docstring);
+    `progress` is called with the number of jobs done after each chunk."""
+    from tracekit.api import TraceDataset
+    from tracekit.executors import open_executor
+
+    settings = settings or FleetSettings(fabrics=default_fabrics())
+    with TraceDataset(dataset) as ds:
+        names = jobs if jobs is not None else [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
+    chunks = [names[i : i + CHUNK_JOBS] for i in range(0, len(names), CHUNK_JOBS)]
+    outcomes: list[JobOutcome] = []
+    workers = workers or min(os.cpu_count() or 1, 8)
+    if workers == 1 or len(chunks) <= 1:
+        with TraceDataset(dataset) as ds:
+            for chunk in chunks:
+                outcomes.extend(replay_jobs(ds, chunk, settings))
+                if progress:
+                    progress(len(chunk))
+    else:
+        with open_executor(executor, workers) as slots:
+            futures = [slots.executor.submit(_replay_chunk, str(dataset), chunk, settings) for chunk in chunks]
+            for future in futures:
+                done = future.result()
+                outcomes.extend(done)
+                if progress:
+                    progress(len(done))
+    return _collect(outcomes, settings)
+
+
+_OPEN: dict[str, Any] = {}
+
+
+def job_count(dataset: str | Path) -> int:
+    from tracekit.api import TraceDataset
+
+    with TraceDataset(dataset) as ds:
+        return int(ds.sql("select count(*) from jobs").fetchall()[0][0])
+
+
+def _replay_chunk(dataset: str, jobs: list[str], settings: FleetSettings) -> list[JobOutcome]:
+    """A worker's task: the dataset opened once per process, the chunk's jobs replayed."""
+    from tracekit.api import TraceDataset
+
+    ds = _OPEN.get(dataset)
+    if ds is None:
+        ds = _OPEN[dataset] = TraceDataset(dataset)
+    return list(replay_jobs(ds, jobs, settings))
+
+
+def _collect(outcomes: list[JobOutcome], settings: FleetSettings) -> FleetReplay:
+    import datetime as dt
+
+    import polars as pl
+
+    from tracekit.schema import arrow_schema, table_from_rows
+
+    stamp = {"replayed_at": dt.datetime.now(dt.UTC), "settings": settings.described()}
+    rows = [o.row | stamp for o in outcomes if o.row is not None]
+    jobs = pl.from_arrow(table_from_rows("replay_jobs", rows))
+    tables = [o.fabrics.with_columns(job_id=pl.lit(o.job)) for o in outcomes if o.fabrics is not None]
+    declared = pl.from_arrow(arrow_schema("replay_fabrics").empty_table())
+    assert isinstance(jobs, pl.DataFrame) and isinstance(declared, pl.DataFrame)
+    fabrics = pl.concat(tables, how="vertical") if tables else declared
+    fabrics = fabrics.select([pl.col(c).cast(t) for c, t in declared.schema.items()])
+    skipped = [(o.job, o.error or "") for o in outcomes if o.row is None]
+    return FleetReplay(jobs, fabrics, skipped, settings)
+
+
+def store(result: FleetReplay, dataset: str | Path) -> None:
+    """Write the fleet's results into the dataset's replay tables, replacing what they held."""
+    from tracekit.dataset import Dataset
+
+    with Dataset(Path(dataset)).writing():
+        _store(result, Dataset(Path(dataset)))
+
+
+def _store(result: FleetReplay, dataset: Any) -> None:
+    dataset.replace_tables({"replay_jobs": result.jobs.to_arrow(), "replay_fabrics": result.fabrics.to_arrow()})
+
+
+@dataclass
+class FleetRun:
+    result: FleetReplay
+    files: list[Path]
+    not_stored: str | None  # why the tables could not be written into the dataset (they are in OUT)
+
+
+def run_fleet(
+    dataset: str | Path,
+    out: Path,
+    settings: FleetSettings | None = None,
+    executor: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> FleetRun:
+    """`tracekit replay --fleet`: every job replayed while the dataset's write lock is held (no ingest
+    changes the jobs meanwhile), the tables written to OUT, then stored in the dataset."""
+    from tracekit.api import TraceDataset
+    from tracekit.dataset import Dataset
+    from tracekit.errors import DatasetError
+    from tracekit.replay.outputs import write_fleet
+
+    with TraceDataset(dataset):  # a missing or unreadable dataset fails here, before any lock
+        pass
+    where = Dataset(Path(dataset))
+    with where.writing():
+        result = replay_fleet(dataset, settings, executor, workers, progress=progress)
+        files = write_fleet(result, out)
+        try:
+            _store(result, where)
+        except DatasetError as exc:
+            return FleetRun(result, files, str(exc))
+    return FleetRun(result, files, None)
