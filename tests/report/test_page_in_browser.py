@@ -212,3 +212,36 @@ def test_the_trend_a_reader_sees_compares_periods_of_enough_jobs(samples: Sample
     assert shown["trend_median_job_last"] > shown["trend_median_job_first"]  # the sample fleet's jobs grow
     text = tab.evaluate("document.querySelector('#fig-trend').innerText")
     assert f"at least {TREND_MIN_JOBS} jobs" in text and "(4 jobs)" in text
+
+
+@pytest.mark.slow
+def test_the_fabric_figure_shows_each_class_per_fabric_and_routing(
+    timed_fleet: Path, browser: Browser, tmp_path: Path
+) -> None:
+    page = tmp_path / "fleet.html"
+    done = run_tracekit("report", timed_fleet, "-o", page)
+    assert done.returncode == 0, done.stderr
+    tab = open_clean(browser, page)
+    assert "fig-fabrics" in {c["key"] for c in tab.evaluate(CHARTS)}
+    shown = numbers(tab)
+    with tracekit.open(timed_fleet) as ds:
+        medians = {
+            (fabric, cls, routing): value
+            for cls, fabric, routing, value in ds.sql(
+                "select j.class, f.fabric, f.routing, median(f.slowdown) from replay_fabrics f join replay_jobs j "
+                "using (job_id) where f.comm_type = 'all' and f.network_bytes > 0 group by all"
+            ).fetchall()
+        }
+    for fabric in ("clos2-1to1", "dgx-h100-superpod"):
+        [key] = [k for k in shown if k.startswith(f"fabric_ecmp_median:{fabric}:")]
+        cls = key.rsplit(":", 1)[1]
+        assert shown[key] == pytest.approx(medians[(fabric, cls, "ecmp")])
+        assert shown[f"fabric_spray_median:{fabric}:{cls}"] == pytest.approx(medians[(fabric, cls, "spray")])
+    # ECMP collides on the two-tier Clos, spraying does not: the busiest class's median shows it.
+    clos = [k for k in shown if k.startswith("fabric_ecmp_median:clos2-1to1:")][0]
+    assert shown[clos] > shown[clos.replace("ecmp", "spray")]
+
+
+def test_without_a_fleet_replay_the_fabric_figure_says_how_to_get_one(samples: SampleRun, browser: Browser) -> None:
+    tab = open_clean(browser, samples.page)
+    assert "tracekit replay DATASET --fleet" in tab.evaluate("document.body.innerText")

@@ -162,6 +162,7 @@ class FleetData:
     agreement: pl.DataFrame
     trend: pl.DataFrame | None
     period: Period | None
+    fabrics: pl.DataFrame | None = None  # fabric_slowdown_by_class: empty until `tracekit replay --fleet` ran
     query_seconds: float = 0.0
 
     @property
@@ -251,6 +252,7 @@ def load_fleet(ds: TraceDataset) -> FleetData:
         agreement=run.frame("class_agreement"),
         trend=run.frame("group_size_trend", period.params()) if period else None,
         period=period,
+        fabrics=run.frame("fabric_slowdown_by_class"),
     )
     fleet.query_seconds = run.seconds
     return fleet

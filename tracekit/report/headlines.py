@@ -355,6 +355,7 @@ def fleet_headlines(fleet: FleetData) -> dict[str, Sentence]:
         "messages": message_sizes(fleet.cdf, fleet.percentiles),
         "groups": group_sizes(fleet.groups),
         "trend": trend(fleet.trend, fleet.period),
+        "fabrics": fabric_slowdown(fleet.fabrics) if fleet.fabrics is not None else [],
     }
 
 
@@ -536,3 +537,32 @@ def job_hosts(job: JobData) -> Sentence:
         Num(f"job_peer_hosts_max:{key}", most, human_count(most)),
         f" other {plural(most, 'host')} (of {human_count(max(traffic.hosts - 1, 0))}).",
     ]
+
+
+def fabric_slowdown(frame: pl.DataFrame) -> Sentence:
+    """The class whose median job gains most from spraying over ECMP, on each fabric, in numbers."""
+    import polars as pl
+
+    if frame.is_empty():
+        return []
+    wide = frame.pivot(on="routing", index=["class", "fabric"], values="median")
+    if not {"ecmp", "spray"} <= set(wide.columns):
+        return []
+    wide = wide.drop_nulls(["ecmp", "spray"]).with_columns(gap=pl.col("ecmp") / pl.col("spray"))
+    if wide.is_empty():
+        return []
+    parts: Sentence = []
+    for fabric in sorted(set(wide["fabric"])):
+        worst = (
+            wide.filter(pl.col("fabric") == fabric).sort(["gap", "class"], descending=[True, False]).row(0, named=True)
+        )
+        parts += [
+            "On " if not parts else "; on ",
+            fabric,
+            f", the median {worst['class']} job that uses the network takes ",
+            Num(f"fabric_ecmp_median:{fabric}:{worst['class']}", worst["ecmp"], f"{worst['ecmp']:.2f}×"),
+            " the ideal fabric's time under ECMP and ",
+            Num(f"fabric_spray_median:{fabric}:{worst['class']}", worst["spray"], f"{worst['spray']:.2f}×"),
+            " under spraying",
+        ]
+    return [*parts, "."]

@@ -56,6 +56,15 @@ def fleet_section(fleet: FleetData) -> Section:
             ["group_size_by_job_size"],
         ),
         trend_figure(fleet, lines["trend"]),
+        Figure(
+            "fig-fabrics",
+            "Slowdown per fabric and routing",
+            [lines["fabrics"]],
+            charts.fabric_slowdown(fleet.fabrics) if fleet.fabrics is not None and fleet.fabrics.height else None,
+            "no job has been timed on fabrics: `tracekit replay DATASET --fleet -o OUT` times every job on a "
+            "two-tier Clos and a rail-optimised fabric under ECMP and spraying.",
+            ["fabric_slowdown_by_class"],
+        ),
     ]
     return Section("fleet", "The fleet", [], figures)
 
