@@ -18,6 +18,7 @@ from pathlib import Path
 import bench.fabric  # noqa: F401 - registers its stages
 import bench.fleet  # noqa: F401 - registers its stages
 import bench.parsers  # noqa: F401 - registers its stages
+import bench.replay_stages  # noqa: F401 - registers its stages
 import bench.tools  # noqa: F401 - registers its stages
 from bench.suite import STAGES, Context, print_header, print_rows
 

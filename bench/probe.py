@@ -110,6 +110,36 @@ def _report_queries(args: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _fleet_replay(args: dict[str, Any]) -> dict[str, Any]:
+    """`tracekit replay --fleet`'s work: every job replayed and timed on the default fabrics."""
+    from tracekit.replay.fleet import replay_fleet
+
+    result = replay_fleet(args["dataset"], workers=args.get("workers"))
+    return {"jobs": result.jobs.height, "skipped": len(result.skipped), "fabric_rows": result.fabrics.height}
+
+
+def _whatif(args: dict[str, Any]) -> dict[str, Any]:
+    """A synthetic job (bench/bench_replay.py's mix) decomposed, then timed on two fabrics; with
+    `decompose_only`, the decomposition alone (the baseline)."""
+    from bench.bench_replay import synthetic_job
+    from tracekit.fabric.presets import preset
+    from tracekit.replay.decompose import decompose
+    from tracekit.replay.placement import Placement
+    from tracekit.replay.shapes import job_shapes
+    from tracekit.replay.whatif import time_shapes
+
+    job = synthetic_job(args["ranks"], args["collectives"])
+    parts = decompose(job, Placement(), unique=True)
+    comm = dict(zip(job.collectives["collective_id"].to_list(), job.collectives["comm_type"].to_list(), strict=True))
+    shapes = job_shapes(job.job, job.world_size, parts, comm, Placement())
+    flows = sum(s.size for s in shapes.shapes)
+    if args.get("decompose_only"):
+        return {"flows": flows}
+    fabrics = [preset("clos2-1to1"), preset("dgx-h100-superpod")]
+    table, _ = time_shapes(shapes, fabrics, ["ecmp", "spray"], seeds=args.get("seeds", 4))
+    return {"flows": flows, "rows": table.height}
+
+
 ACTIONS = {
     "decode_floor": _decode_floor,
     "ingest": _ingest,
@@ -117,6 +147,8 @@ ACTIONS = {
     "scan": _scan,
     "report": _report,
     "report_queries": _report_queries,
+    "fleet_replay": _fleet_replay,
+    "whatif": _whatif,
 }
 
 
