@@ -443,14 +443,6 @@ class Protocol(StrEnum):
     Simple = "Simple"
 
 
-class InNetwork(StrEnum):
-    """`replay --in-network-reduction`: AllReduce in the switches, considered by the tuner when switched on."""
-
-    none = "none"
-    nvls = "nvls"
-    collnet = "collnet"
-
-
 class GpuArch(StrEnum):
     """`replay --gpu-arch`: the GPU generation whose NCCL tuning tables apply."""
 
@@ -481,12 +473,6 @@ Channels = Annotated[int | None, typer.Option(help="NCCL channels per communicat
 QpsPerConnection = Annotated[int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION: QPs (distinct flows) per connection.")]
 Pxn = Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p across hosts (NCCL >= 2.12).")]
 ProtocolOpt = Annotated[Protocol, typer.Option("--protocol", help="NCCL_PROTO; auto: NCCL's tuner.")]
-InNetworkOpt = Annotated[
-    InNetwork,
-    typer.Option(
-        "--in-network-reduction", help="Let the tuner use NVLS (NVLink SHARP) or CollNet (SHARP) for AllReduce."
-    ),
-]
 GpuArchOpt = Annotated[GpuArch, typer.Option("--gpu-arch", help="GPU generation of NCCL's tuning tables.")]
 NcclLogOpt = Annotated[
     Path | None,
@@ -510,7 +496,7 @@ AlgorithmOpt = Annotated[
 
 
 def _nccl_options(
-    channels: int | None, qps: int, pxn: bool, protocol: Protocol, in_network: InNetwork, gpu_arch: GpuArch,
+    channels: int | None, qps: int, pxn: bool, protocol: Protocol, gpu_arch: GpuArch,
     nccl_log: Path | None,
 ) -> Any:  # fmt: skip
     from tracekit.replay import NcclOptions
@@ -520,7 +506,6 @@ def _nccl_options(
         qps=qps,
         pxn=pxn,
         protocol=None if protocol is Protocol.auto else protocol.value,
-        in_network=in_network.value,
         gpu_arch=GPU_ARCH[gpu_arch.value],
         log=_nccl_log(nccl_log),
     )
@@ -553,7 +538,6 @@ def replay(
     qps_per_connection: QpsPerConnection = 1,
     pxn: Pxn = True,
     protocol: ProtocolOpt = Protocol.auto,
-    in_network_reduction: InNetworkOpt = InNetwork.none,
     gpu_arch: GpuArchOpt = GpuArch.hopper,
     nccl_log: NcclLogOpt = None,
     fabric: Annotated[
@@ -605,7 +589,7 @@ def replay(
         from tracekit.replay import write_outputs
 
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
-        options = _nccl_options(channels, qps_per_connection, pxn, protocol, in_network_reduction, gpu_arch, nccl_log)
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log)
         network = _fabric(fabric)
         if fleet:
             from tracekit.replay.fleet import FleetSettings, default_fabrics
@@ -752,7 +736,6 @@ def whatif(
     qps_per_connection: QpsPerConnection = 1,
     pxn: Pxn = True,
     protocol: ProtocolOpt = Protocol.auto,
-    in_network_reduction: InNetworkOpt = InNetwork.none,
     gpu_arch: GpuArchOpt = GpuArch.hopper,
     nccl_log: NcclLogOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table on screen.")] = False,
@@ -781,7 +764,7 @@ def whatif(
         if kind not in ("table", "csv", "json", "parquet") or (out is not None and kind == "table"):
             raise InputError(f"--out {out}: say --format csv, json or parquet (its suffix says none of them)")
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
-        options = _nccl_options(channels, qps_per_connection, pxn, protocol, in_network_reduction, gpu_arch, nccl_log)
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log)
         total = len(plan(specs, routings, seeds))
         with _counter(console, quiet, "whatif", "fabric runs", total=total) as advance:
             result = run_whatif(dataset, job, specs, routings, where, options, algorithm.value, seeds, advance)

@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from tracekit.parsers.nccl_log import NcclLog
 
 PROTOCOLS = ("LL", "LL128", "Simple")
-IN_NETWORK = ("none", "nvls", "collnet")
 MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
 MAX_QPS = 128  # NCCL_IB_QPS_PER_CONNECTION is capped at 128 (NCCL_NET_MAX_REQUESTS-sized arrays)
 
@@ -23,7 +22,6 @@ class NcclOptions:
     qps: int = 1  # NCCL_IB_QPS_PER_CONNECTION
     pxn: bool = True  # NCCL_PXN_DISABLE=0 (NCCL >= 2.12)
     protocol: str | None = None  # NCCL_PROTO: None = NCCL's tuner
-    in_network: str = "none"  # NVLS (NVLink SHARP) or CollNet (SHARP on InfiniBand) for AllReduce
     gpu_arch: int = 90  # compute capability x10 of the GPUs (the tuner's tables): 80 Ampere, 90 Hopper, 100 Blackwell
     log: NcclLog | None = field(default=None, compare=False)  # rings, trees, NICs from an NCCL INFO log
 
@@ -34,8 +32,6 @@ class NcclOptions:
         _check("qps", self.qps, 1, MAX_QPS)
         if self.protocol is not None and self.protocol not in PROTOCOLS:
             raise InputError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {self.protocol!r}")
-        if self.in_network not in IN_NETWORK:
-            raise InputError(f"in-network reduction must be one of {', '.join(IN_NETWORK)}, not {self.in_network!r}")
         if self.gpu_arch not in (70, 80, 90, 100):
             raise InputError(f"gpu_arch must be 70, 80, 90 or 100, not {self.gpu_arch!r}")
 

@@ -9,14 +9,14 @@ cheapest:
   bandwidth = graph channels × that, then Ring LL min(llMaxBw, ½), Ring LL128 min(0.92×, ch ×
   perChMaxRingLL128), Tree min(0.92×, ch × perChMaxTree), Tree LL min(÷3.8, llMaxBw), Tree LL128
   min(×120/128 (7/9 on one node), ch × perChMaxTreeLL128), ×0.85 when a node's tree is NCCL's TREE
-  pattern; algorithm bandwidth = bus × nRanks/nsteps (Ring, NVLS), × ½ (Tree, CollNet);
+  pattern; algorithm bandwidth = bus × nRanks/nsteps (Ring), × ½ (Tree);
 * latency: Ring base + (nsteps − inter steps) × max(intra hw latency, net overhead) + inter steps ×
   NET hw latency; Tree base + 2 × ((ppn − 1) × intra + ⌊log2 nodes⌋ × NET); the tables below;
 * Tree AllReduce bandwidth × NCCL's tree correction factor per power-of-two size; Ring Simple
   AllReduce latency × 1.4 across nodes once bytes/(channels × ranks) ≥ 64;
 * Tree serves only AllReduce; AllGather/ReduceScatter run Ring (PAT needs one GPU per node and is
   not modelled); Broadcast/Reduce Ring; LL128 needs NVLink inside the host; NVLS (NVLink SHARP) and
-  CollNet are considered only with `--in-network-reduction` (they need switch support);
+  CollNet (SHARP) are not modelled: their flows end in a switch, which the replay's flows cannot;
 * channels: the communicator's, lowered while bytes < channels × threads × threshold (Simple 512
   threads × 64 B, LL 512 × 8 B (× ranks for Ring), LL128 640 × 8 B).
 
@@ -39,15 +39,11 @@ if TYPE_CHECKING:
 NO_DATA = ("BARRIER",)
 PROTOCOLS = ("LL", "LL128", "Simple")
 # µs, per protocol (LL, LL128, Simple)
-BASE_LATENCY = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "collnet": (0.0, 0.0, 0.0),
-                "nvls": (0.0, 0.0, 0.0), "nvls-tree": (0.0, 0.0, 0.0)}  # fmt: skip
+BASE_LATENCY = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
 HW_LATENCY = {
-    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet": (0.0, 0.0, 2.8),
-               "nvls": (0.0, 0.0, 25.0), "nvls-tree": (0.0, 0.0, 25.0)},
-    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet": (0.0, 0.0, 2.8),
-             "nvls": (0.0, 0.0, 0.0), "nvls-tree": (0.0, 0.0, 0.0)},
-    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet": (0.0, 0.0, 30.0),
-            "nvls": (0.0, 0.0, 18.0), "nvls-tree": (0.0, 0.0, 20.9)},
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
 }  # fmt: skip
 ARCH_ROW = {70: 0, 80: 1, 90: 2, 100: 3}
 # [arch row][1 node, 2 nodes, more]; multi-node llMaxBw uses the CPU row (Intel: 0)
@@ -55,8 +51,6 @@ LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0
 PER_CH_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
 PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
 PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
-PER_CH_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
-NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
 NET_OVERHEAD_US = 1.0  # Intel CPUs (2.0 on AMD); × 3 for Simple
 # Tree AllReduce bandwidth correction per log2(bytes / 64), 64 B .. 256 MiB (LL, LL128, Simple)
 TREE_CORRECTION = (
@@ -105,7 +99,6 @@ def choose(
     options_list = [
         (a, p) for a in (candidates if forced == "auto" else (forced,)) for p in _protocols(placement, options)
     ]
-    options_list += _in_network(comm_type, topo, options) if forced == "auto" else []
     best: tuple[float, str, str] | None = None
     for algorithm, protocol in options_list:
         t = estimate_us(comm_type, algorithm, protocol, topo, placement, options, nbytes, layout.n)
@@ -123,14 +116,6 @@ def _protocols(placement: Placement, options: NcclOptions) -> tuple[str, ...]:
         return (options.protocol,)
     # LL128 is on by default only where the host's GPUs talk over NVLink (tuning.cc ll128 enable rule)
     return PROTOCOLS if placement.intra_host == "nvlink" else ("LL", "Simple")
-
-
-def _in_network(comm_type: str, topo: CommTopology, options: NcclOptions) -> list[tuple[str, str]]:
-    if comm_type != "ALL_REDUCE" or options.in_network == "none":
-        return []
-    if options.in_network == "nvls":
-        return [("nvls-tree" if topo.nodes > 1 else "nvls", "Simple")]
-    return [("collnet", "Simple")] if topo.nodes > 1 else []
 
 
 def estimate_us(
@@ -174,14 +159,7 @@ def bandwidth(
     ll_max = LL_MAX_BW[row if nodes == 1 else 0][index]
     nsteps = _steps(comm_type, ranks)
     channels = topo.graph_channels
-    per = topo.bw_intra if nodes <= 2 or algorithm == "collnet" else topo.bw_inter
-    if algorithm in ("nvls", "nvls-tree"):
-        if channels < 2 or protocol != "Simple":
-            return 0.0
-        intra = topo.bw_intra * NVLS_EFFICIENCY[row] * (channels - 1) / channels * 2
-        inter = topo.bw_inter * (2 if nodes <= 2 and algorithm == "nvls-tree" else 1)
-        per = min(intra, inter if nodes > 1 else intra, PER_CH_NVLS_TREE[row][index] if algorithm == "nvls-tree"
-                  else math.inf)  # fmt: skip
+    per = topo.bw_intra if nodes <= 2 else topo.bw_inter
     bus = channels * per
     if algorithm == "ring" and protocol == "LL":
         bus = min(ll_max, bus * 0.5)
@@ -195,9 +173,7 @@ def bandwidth(
         bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128), channels * PER_CH_TREE_LL128[row][index])
     if algorithm == "tree" and topo.tree_pattern_tree:
         bus *= 0.85
-    if algorithm == "collnet" and protocol != "Simple":
-        return 0.0
-    ratio = ranks / nsteps if algorithm in ("ring", "nvls", "nvls-tree") else 0.5
+    ratio = ranks / nsteps if algorithm == "ring" else 0.5
     return bus * ratio
 
 
@@ -225,12 +201,6 @@ def latency(
         return base + (nsteps - inter_steps) * intra + inter_steps * inter
     if algorithm == "tree":
         return base + 2 * ((int(ppn) - 1) * intra + _log2i(nodes) * inter)
-    if algorithm == "collnet":
-        return base + 2 * (int(ppn) - 1) * intra + inter
-    if algorithm == "nvls":
-        return intra + (inter if nodes > 1 else 0.0)
-    if algorithm == "nvls-tree":
-        return base + intra + 2 * _log2i(nodes) * inter
     return base
 
 
