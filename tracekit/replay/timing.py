@@ -111,7 +111,13 @@ class Timer:
     """A job's distinct collectives timed on a network (see the module docstring)."""
 
     def __init__(self, shapes: JobShapes) -> None:
+        from tracekit.replay.algorithms.base import NET
+
         self.shapes = shapes
+        # A shape with no network flow runs on its hosts' NVLink ports alone, the same on every fabric
+        # and routing: timed once (a single-host job's collectives, most of a fleet's jobs).
+        self._inside = [not bool((shape.flows["link"] == NET).any()) for shape in shapes.shapes]
+        self._timed_inside: dict[tuple[int, bool, float], tuple[Any, Any, float]] = {}
 
     def run(self, network: Network, routing: str | None = None, seed: int = 0, exact: bool = False) -> TimedRun:
         import numpy as np
@@ -121,7 +127,13 @@ class Timer:
 
         solved = []
         link_bytes = np.zeros(network.links)
-        for shape in self.shapes.shapes:
+        for index, shape in enumerate(self.shapes.shapes):
+            key = (index, exact, float(network.endpoints.nvlink_Bps))
+            if self._inside[index] and key in self._timed_inside:
+                solved.append(self._timed_inside[key])
+                incidence, sizes = _routed(shape.flows, shape.protocol, network, routing, seed)
+                link_bytes += link_loads(incidence, sizes) * shape.count
+                continue
             protocol = shape.protocol if shape.protocol in PROTOCOLS else "Simple"
             base = BASE_LATENCY.get(shape.algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
             start, end, total, incidence, sizes = _solve(
@@ -129,8 +141,22 @@ class Timer:
                 self.shapes.placement.intra_host,
             )  # fmt: skip
             solved.append((start, end, total))
+            if self._inside[index]:
+                self._timed_inside[key] = (start, end, total)
             link_bytes += link_loads(incidence, sizes) * shape.count
         return TimedRun(solved, link_bytes)
+
+    def has_choices(self, network: Network) -> bool:
+        """Whether any network flow of the job has more than one equal-cost path on `network`: where
+        none has, every routing and hash seed routes (and times) the job alike."""
+        import numpy as np
+
+        from tracekit.fabric.routing import route
+
+        for index, shape in enumerate(self.shapes.shapes):
+            if not self._inside[index] and bool(np.any(route(network, _ends(shape.flows), "spray").weight < 1.0)):
+                return True
+        return False
 
 
 def ideal_network(shapes: JobShapes) -> Network:
@@ -166,6 +192,28 @@ def endpoints_of(placement: Placement, hosts: int) -> Any:
     )
 
 
+def _ends(flows: dict[str, Any]) -> Any:
+    """The fabric's view of a shape's flows (NCCL's QPs are per channel: what varies the 5-tuple)."""
+    from tracekit.fabric.routing import FlowEnds
+    from tracekit.replay.algorithms.base import NET
+
+    return FlowEnds(
+        src_nic=flows["src_nic"],
+        dst_nic=flows["dst_nic"],
+        src_gpu=flows["src_gpu"],
+        dst_gpu=flows["dst_gpu"],
+        qp=flows["channel"] * 128 + flows["qp"],
+        kind=(flows["link"] == NET).astype("int64"),
+    )
+
+
+def _routed(flows: dict[str, Any], protocol: str, network: Network, routing: str | None, seed: int) -> tuple[Any, Any]:
+    """A shape's flows routed, and their sizes on the wire."""
+    from tracekit.fabric.routing import route
+
+    return route(network, _ends(flows), routing, seed), flows["bytes"] * WIRE_FACTOR.get(protocol, 1.0)
+
+
 def _solve(
     flows: dict[str, Any], algorithm: str, protocol: str, base_s: float, network: Network, routing: str | None,
     seed: int, exact: bool = False, intra_link: str = "nvlink",
@@ -175,20 +223,12 @@ def _solve(
     import numpy as np
 
     from tracekit.fabric.fluid import simulate
-    from tracekit.fabric.routing import FlowEnds, route
+    from tracekit.fabric.routing import route
     from tracekit.replay.algorithms.base import NET
     from tracekit.replay.nccl.tuning import HW_LATENCY, PROTOCOLS
 
     net = flows["link"] == NET
-    ends = FlowEnds(
-        src_nic=flows["src_nic"],
-        dst_nic=flows["dst_nic"],
-        src_gpu=flows["src_gpu"],
-        dst_gpu=flows["dst_gpu"],
-        qp=flows["channel"] * 128 + flows["qp"],  # NCCL's QPs are per channel: what varies the 5-tuple
-        kind=net.astype(np.int64),
-    )
-    incidence = route(network, ends, routing, seed)
+    incidence = route(network, _ends(flows), routing, seed)
     ptr, idx = flows["dep_ptr"], flows["dep_idx"]
     p = PROTOCOLS.index(protocol)
     table = "tree" if algorithm == "tree" else "ring"
