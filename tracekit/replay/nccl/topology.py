@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracekit.replay.nccl.comm import CommTopology
 from tracekit.replay.nccl.trees import dtree
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tracekit.replay.layout import GroupLayout
     from tracekit.replay.nccl.options import NcclOptions
     from tracekit.replay.placement import Placement
@@ -97,30 +99,33 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
     tree_nic = np.full((coll, n), -1, dtype=np.int64)
     (first, first_types), (second, second_types) = dtree(len(nodes))
     swap = placement.cross_nic == 2 and base % 2 == 0 and len(nodes) > 1 and not _same_nic_rings(nodes)
+    # Every host's rings and chains depend only on its NIC pattern and the channel: worked out once per
+    # (pattern, channel) on a host's members 0..k-1 and mapped to its own, so a communicator of a
+    # million ranks costs seconds, not minutes.
+    shapes = Shapes(nodes, placement.cross_nic)
+    sizes, ends = shapes.sizes, np.cumsum(shapes.sizes)
+    members = np.fromiter((m for node in nodes for m in node.members), dtype=np.int64, count=n)
+    offsets = np.repeat(ends - sizes, sizes)
+    odd_hosts = np.arange(len(nodes)) % 2 == 1
     any_tree_pattern = False
     for c in range(coll):
         source = c % (2 * graph)
         j = (source % graph) % base
-        order: list[int] = []
-        for x, node in enumerate(nodes):
-            ring_j = j ^ 1 if swap and x % 2 == 1 and (j ^ 1) < base else j
-            intra, entry_nic, exit_nic = _ring(node, ring_j, placement.cross_nic)
-            order.extend(intra)
-            recv[c, intra[0]] = entry_nic
-            send[c, intra[-1]] = exit_nic
+        flip = odd_hosts if swap and (j ^ 1) < base else np.zeros(len(nodes), dtype=bool)
+        rel, entry, exit_nic = shapes.rings(np.where(flip, j ^ 1, j))
+        order = members[rel + offsets]
         rings[c] = order
+        recv[c, order[ends - sizes]] = entry
+        send[c, order[ends - 1]] = exit_nic
         parents, types = (first, first_types) if source < graph else (second, second_types)
-        heads = [_tree(node, j) for node in nodes]
-        for x, (chain, balanced, nic) in enumerate(heads):
-            any_tree_pattern = any_tree_pattern or not balanced
-            for i in range(1, len(chain)):
-                parent[c, chain[i]] = chain[i - 1]
-            up = parents[x]
-            if up >= 0:
-                up_chain, up_balanced, _ = heads[up]
-                lands = up_chain[1] if up_balanced and types[x] == 0 and len(up_chain) > 1 else up_chain[0]
-                parent[c, chain[0]] = lands
-            tree_nic[c, list(chain)] = nic
+        rel, balanced, nic = shapes.trees(np.full(len(nodes), j))
+        any_tree_pattern = any_tree_pattern or not bool(balanced.all())
+        chain = members[rel + offsets]
+        inner = np.ones(n, dtype=bool)
+        inner[ends - sizes] = False  # a chain's head has no parent on its own host
+        parent[c, chain[inner]] = chain[np.flatnonzero(inner) - 1]
+        tree_nic[c, chain] = np.repeat(nic, sizes)
+        _link_heads(parent[c], chain, ends - sizes, sizes, balanced.astype(bool), parents, types)
     p2p, per_peer = _p2p_channels(coll, n, len(nodes), _path_gbytes(placement))
     return CommTopology(
         channels=coll,
@@ -130,7 +135,7 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
         tree_parent=parent,
         tree_nic=tree_nic,
         nodes=len(nodes),
-        ranks_per_node=max(len(node.members) for node in nodes) if nodes else 1,
+        ranks_per_node=int(sizes.max()) if nodes else 1,
         graph_channels=graph,
         bw_intra=graph_bw_intra,
         bw_inter=per_channel,
@@ -140,17 +145,88 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
     )
 
 
+def _link_heads(
+    parent: np.ndarray,
+    chain: np.ndarray,
+    heads_at: np.ndarray,
+    sizes: np.ndarray,
+    balanced: np.ndarray,
+    parents: list[int],
+    types: list[int],
+) -> None:
+    """Across hosts: each host's head under its parent host's head, or under the GPU after it when
+    that host is BALANCED and this host its first child."""
+    import numpy as np
+
+    up = np.asarray(parents, dtype=np.int64)
+    below = np.flatnonzero(up >= 0)
+    if not len(below):
+        return
+    first_child = np.asarray(types, dtype=np.int64) == 0
+    second_at = np.where(sizes > 1, heads_at + 1, heads_at)
+    to_second = balanced[up[below]] & first_child[below] & (sizes[up[below]] > 1)
+    lands = np.where(to_second, chain[second_at[up[below]]], chain[heads_at[up[below]]])
+    parent[chain[heads_at[below]]] = lands
+
+
+class Shapes:
+    """Every host's ring or tree chain of a channel, worked out once per (NIC pattern, graph channel)
+    on members 0..k-1: per host, its order (concatenated over the hosts) and two values per host."""
+
+    def __init__(self, nodes: list[Node], cross_nic: int) -> None:
+        import numpy as np
+
+        ids: dict[tuple[int, ...], int] = {}
+        self.pattern = np.array([ids.setdefault(node.nic_of, len(ids)) for node in nodes], dtype=np.int64)
+        self.examples = [_relative(node) for node in {node.nic_of: node for node in reversed(nodes)}.values()]
+        self.examples.sort(key=lambda node: ids[node.nic_of])
+        self.sizes = np.array([len(node.members) for node in nodes], dtype=np.int64)
+        self.uniform = len(nodes) > 0 and int(self.sizes.min()) == int(self.sizes.max())
+        self.cross_nic = cross_nic
+
+    def rings(self, js: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(order, entry NIC, exit NIC) of graph channel js[x] on each host x."""
+        return self._spread(js, lambda node, j: _ring(node, j, self.cross_nic))
+
+    def trees(self, js: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chain, whether BALANCED, NIC) of graph channel js[x] on each host x."""
+        return self._spread(js, _tree)
+
+    def _spread(self, js: np.ndarray, shape: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        import numpy as np
+
+        if not len(js):
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        width = int(js.max()) + 1
+        keys, inverse = np.unique(self.pattern * width + js, return_inverse=True)
+        found = [shape(self.examples[int(key) // width], int(key) % width) for key in keys]
+        first = np.array([int(f[1]) for f in found], dtype=np.int64)[inverse]
+        second = np.array([int(f[2]) for f in found], dtype=np.int64)[inverse]
+        orders = [np.asarray(f[0], dtype=np.int64) for f in found]
+        if self.uniform:
+            return np.stack(orders)[inverse].ravel(), first, second
+        return np.concatenate([orders[i] for i in inverse]), first, second
+
+
+def _relative(node: Node) -> Node:
+    return Node(tuple(range(len(node.members))), node.nics, node.nic_of)
+
+
 def _nodes(layout: GroupLayout) -> list[Node]:
     """The hosts in NCCL's node order (by lowest communicator rank), each with its members in GPU order."""
     import numpy as np
 
+    if not layout.n:
+        return []
     node_of = layout.node_of()
+    order = np.argsort(node_of, kind="stable")  # positions are host-sorted and GPU-sorted within a host
+    bounds = np.cumsum(np.bincount(node_of))[:-1]
+    nics = layout.nics
     out = []
-    for x in range(int(node_of.max()) + 1 if layout.n else 0):
-        members = np.flatnonzero(node_of == x)  # positions are host-sorted and GPU-sorted within a host
-        nic_of = tuple(int(v) for v in layout.nics[members])
-        nics = tuple(dict.fromkeys(nic_of))
-        out.append(Node(tuple(int(m) for m in members), nics, nic_of))
+    for members in np.split(order, bounds):
+        nic_of = tuple(nics[members].tolist())
+        out.append(Node(tuple(members.tolist()), tuple(dict.fromkeys(nic_of)), nic_of))
     return out
 
 
