@@ -2,7 +2,7 @@
 -- answers: Do the GPUs per collective grow as fast as the GPUs per job? Per period: the jobs, their
 --          mean log2 job size, the mean over jobs of the log2 group size of their collective calls
 --          (call-weighted within a job), and the largest group seen.
--- params: $start (timestamp: the fleet's first day), $period_months (integer: months per period)
+-- params: $start (timestamp: the fleet's first day), $period_months (integer 1..: months per period)
 -- returns: period, jobs, mean_log2_job_size, mean_log2_group_size, max_group_size, max_job_size
 with per_job as (
     select

@@ -98,7 +98,8 @@ class TraceDataset:
         """The shipped query queries/<name>.sql as a DuckDB relation: `.pl()` gives a polars frame,
         `.fetchall()` rows; it can be filtered, joined and queried further.
 
-        `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3}.
+        `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3},
+        each checked against its declared type and range first (InputError naming the parameter).
         """
         from tracekit.queries import query_call
 

@@ -686,12 +686,7 @@ def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise InputError(f"--param {text}: expected key=value")
-    for convert in (int, float):
-        try:
-            return key, convert(value)
-        except ValueError:
-            pass
-    return key, value
+    return key, value  # typed by the query's header (tracekit.queries.Param), so job_id=007 stays a string
 
 
 @app.command()
