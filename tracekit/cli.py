@@ -766,7 +766,7 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
         if output_format is OutputFormat.csv:
             writer = csv.writer(handle)
             writer.writerow(columns)
-            writer.writerows([_cell(v, blank="") for v in row] for row in rows)
+            writer.writerows([_cell(v, blank="", exact=True) for v in row] for row in rows)
         else:
             records = [dict(zip(columns, row, strict=True)) for row in rows]
             json.dump(records, handle, default=str, indent=1)
@@ -779,13 +779,14 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
 _UNLIMITED = 100_000
 
 
-def _cell(value: Any, blank: str = "NULL") -> str:
+def _cell(value: Any, blank: str = "NULL", exact: bool = False) -> str:
+    """A value as text: floats to 6 significant digits on screen, every digit (`exact`) in files."""
     if value is None:
         return blank
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value) if exact else f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_cell(v) for v in value) + "]"
+        return "[" + ", ".join(_cell(v, exact=exact) for v in value) + "]"
     return str(value)
 
 

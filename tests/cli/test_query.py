@@ -143,3 +143,15 @@ def test_help_starts_without_importing_the_heavy_modules(command: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_csv_keeps_every_digit_of_a_float(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "big", [0, 1], [("ALL_REDUCE", 20_940_288), ("ALL_GATHER", 1_234_567)])
+    assert ingest([tmp_path / "in"], tmp_path / "ds").ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        expected = sorted(ds.query("collective_wire_bytes", {"job_id": "big"}).pl()["wire_bytes"].to_list())
+    result = run_tracekit("query", "collective_wire_bytes", tmp_path / "ds", "-p", "job_id=big", "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    printed = [row["wire_bytes"] for row in csv.DictReader(io.StringIO(result.stdout))]
+    assert sorted(float(value) for value in printed) == expected
+    assert "20940288" in result.stdout and "e+" not in result.stdout
