@@ -6,6 +6,8 @@ answers at once.
 
 from __future__ import annotations
 
+import inspect
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -23,7 +25,16 @@ if TYPE_CHECKING:
 
 
 class _Group(typer.core.TyperGroup):
-    """Help shows what to type (PATH, DATASET, N), never Python types such as `<list[Path]>`."""
+    """Help shows what to type (PATH, DATASET, N), never Python types such as `<list[Path]>`, and the
+    help texts as written (see `_as_help`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in [self, *self.commands.values()]:
+            command.help = _as_help(command.help)
+            for param in command.params:
+                if isinstance(param, typer.core.TyperOption | typer.core.TyperArgument) and param.help:
+                    param.help = _as_help(param.help)
 
     def get_params(self, ctx: Any) -> Any:
         params = super().get_params(ctx)
@@ -38,6 +49,31 @@ class _Group(typer.core.TyperGroup):
                 if param is not None:
                     _show_metavar_only(param)
         return command
+
+
+# Lines of a help paragraph that keep a line of their own; the others are the source's wrapping.
+_OWN_LINE = re.compile(r"(Example|then|Exit codes?)\b")
+
+
+def _as_help(text: str | None) -> str | None:
+    """A docstring or option help as typer should show it. Typer renders help as Rich markup (where
+    `'tracekit[dask]'` loses `[dask]`, taken for a style), so markup is escaped; and it keeps every line
+    break of a paragraph, so the lines a paragraph was wrapped into are joined again (blank lines part
+    paragraphs; examples and exit codes start lines of their own)."""
+    if text is None:
+        return None
+    from rich.markup import escape
+
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not _OWN_LINE.match(line):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return escape("\n\n".join(paragraphs))
 
 
 def _show_metavar_only(param: Any) -> None:
