@@ -583,6 +583,39 @@ def _replay_fleet(console: Console, dataset: Path, out: Path, algorithm: str, wh
         console.print(f"→ {out / 'fleet_locality.parquet'}", highlight=False)
 
 
+class _steps:
+    """A progress bar on a terminal: the steps of each stage done of its total (the report's queries,
+    its job sections, the page); nothing otherwise."""
+
+    def __init__(self, console: Console) -> None:
+        self.enabled = console.is_terminal
+        self.console = console
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=None)
+        return self.update
+
+    def update(self, step: Any) -> None:
+        self.bar.update(self.task, description=step.stage, total=step.total, completed=step.done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
 class _counter:
     """A counting progress line on a terminal (long replays); nothing otherwise."""
 
@@ -692,7 +725,10 @@ def report(
 
         scope = Scope(tuple(job or ()), tuple(label or ()), _date(since, "--since"), _date(until, "--until"))
         path = _dataset_or_samples(dataset, console)
-        result = build_report(path, out, scope, compare, dataset_arg=str(dataset) if dataset else "")
+        with _steps(console) as progress:
+            result = build_report(
+                path, out, scope, compare, dataset_arg=str(dataset) if dataset else "", progress=progress
+            )
     except TracekitError as exc:
         _fail(console, exc)
     except OSError as exc:
