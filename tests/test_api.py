@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 import tracekit
-from tests.builders import write_et_job
+import tracekit.dataset
+from tests.builders import foreign_database, write_et_job
 from tracekit.api import CollectiveTotal, DatasetSummary
 from tracekit.errors import DatasetError, InputError
 from tracekit.ingest import ingest
@@ -84,3 +85,12 @@ def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path)
 def test_open_refuses_what_is_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not a tracekit dataset"):
         tracekit.open(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "another database"])
+def test_open_refuses_a_duckdb_file_that_tracekit_did_not_write(tmp_path: Path, kind: str) -> None:
+    db = foreign_database(tmp_path / "ds", kind)
+    with pytest.raises(DatasetError) as refused, tracekit.open(tmp_path / "ds") as ds:
+        ds.summary()
+    assert str(refused.value).startswith(f"{db}: not a tracekit dataset ("), refused.value
+    assert "\n" not in str(refused.value)

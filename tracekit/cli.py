@@ -341,7 +341,7 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
         with open_dataset(dataset) as ds:
             summary = ds.summary()
     except TracekitError as exc:
-        _fail(console, exc)
+        _fail(Console(stderr=True), exc)
     _totals(console, summary)
     _warnings(console, summary.missing)
     _errors(console, summary.errors)
@@ -815,7 +815,10 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
     import sys
 
     if output_format is OutputFormat.parquet:
-        relation.write_parquet(str(out))
+        from tracekit.api import write_parquet
+
+        assert out is not None  # `query` refuses parquet without --out
+        write_parquet(relation, out)
         return
     columns, rows = relation.columns, relation.fetchall()
     if output_format is OutputFormat.table:

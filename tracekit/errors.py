@@ -114,6 +114,11 @@ def describe(display: str, where: str | None, message: str) -> str:
 class OutputError(TracekitError):
     """A file or folder the command was asked to write cannot be written."""
 
+    @classmethod
+    def of(cls, exc: OSError, path: object) -> OutputError:
+        """`PATH: cannot write (reason)`, naming the file the OS refused (else `path`)."""
+        return cls(f"{exc.filename or path}: cannot write ({exc.strerror or exc})")
+
 
 class Interrupted(KeyboardInterrupt, TracekitError):
     """Ctrl-C (SIGINT) before the run committed: the dataset is as it was before the run.

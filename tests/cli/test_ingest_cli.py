@@ -15,8 +15,8 @@ import pytest
 
 import tracekit
 from tests.builders import write_et_job
-from tests.cli.test_cli import DUCKDB
 from tests.cli.test_cli import tracekit as run
+from tests.conftest import duckdb_shell, needs_duckdb_shell
 
 
 def _as_from_a_terminal() -> None:
@@ -89,31 +89,17 @@ def test_errors_are_listed_by_rank_as_numbers(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.skipif(DUCKDB is None, reason="the duckdb shell (pip install duckdb-cli) is not installed")
+@needs_duckdb_shell
 def test_a_dataset_held_open_by_the_duckdb_shell_is_a_one_line_error(tmp_path: Path) -> None:
     write_et_job(tmp_path / "in" / "a", [0, 1], [("ALL_REDUCE", 64)])
     assert run("ingest", tmp_path / "in" / "a", "--out", tmp_path / "ds", "-q").returncode == 0
     write_et_job(tmp_path / "more" / "b", [0, 1], [("ALL_REDUCE", 64)])
-    assert DUCKDB is not None
-    shell = subprocess.Popen(
-        [DUCKDB, str(tmp_path / "ds" / "tracekit.duckdb")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert shell.stdin is not None and shell.stdout is not None
-        shell.stdin.write("select 'ready' as state;\n")
-        shell.stdin.flush()
-        while "ready" not in shell.stdout.readline():  # the shell has the file open (and locked)
-            pass
+    with duckdb_shell(tmp_path / "ds" / "tracekit.duckdb") as shell:
         result = run("ingest", tmp_path / "more", "--out", tmp_path / "ds")
-    finally:
-        shell.communicate(".quit\n", timeout=30)
     assert result.returncode == 3
     assert result.stderr.splitlines() == [
-        f"error: {tmp_path / 'ds'}: the dataset is open in another program: close it or use --out elsewhere"
+        f"error: {tmp_path / 'ds'}: the dataset is open in another program (duckdb, PID {shell.pid}): "
+        "close it or use --out elsewhere"
     ]
     assert not any((tmp_path / "ds" / ".staging").glob("*"))
     again = run("ingest", tmp_path / "more", "--out", tmp_path / "ds", "-q")

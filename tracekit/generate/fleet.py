@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, OutputError
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
 from tracekit.generate.traces import ET_VERSION, rank_documents, rank_records
@@ -189,6 +189,22 @@ def generate_fleet(
         raise InputError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     prof = profile if isinstance(profile, dict) else load_profile(profile)
     out = Path(out)
+    try:
+        return _write_fleet(out, jobs, seed, prof, workers, archive, trace_format, progress)
+    except OSError as exc:  # in this process or a writer's
+        raise OutputError.of(exc, out) from exc
+
+
+def _write_fleet(
+    out: Path,
+    jobs: int,
+    seed: int,
+    prof: Profile,
+    workers: int | None,
+    archive: bool,
+    trace_format: str,
+    progress: Callable[[int], None] | None,
+) -> FleetSummary:
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST_NAME).exists():
         raise InputError(f"{out} already holds a fleet ({MANIFEST_NAME}); choose an empty folder")

@@ -78,8 +78,7 @@ class ScopedDataset(TraceDataset):
 
         con = duckdb.connect()
         con.execute("SET enable_progress_bar = false")
-        path = str(self.dataset.db_path).replace("'", "''")
-        con.execute(f"ATTACH '{path}' AS source (READ_ONLY)")
+        self.dataset.attach_read_only(con, "source")
         con.execute(
             "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
             "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
