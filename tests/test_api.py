@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,7 @@ import pytest
 import tracekit
 import tracekit.dataset
 from tests.builders import foreign_database, write_et_job
+from tests.conftest import duckdb_shell, needs_duckdb_shell
 from tracekit.api import CollectiveTotal, DatasetSummary
 from tracekit.errors import DatasetError, InputError
 from tracekit.ingest import ingest
@@ -85,6 +87,51 @@ def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path)
 def test_open_refuses_what_is_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not a tracekit dataset"):
         tracekit.open(tmp_path)
+
+
+@needs_duckdb_shell
+def test_open_reads_a_dataset_that_the_duckdb_shell_holds_open_for_writing(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB lets no other process open a file one holds read-write, not even read-only."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        shell.run("create table note as select 42 as answer;")  # committed by the shell, into its log
+        with tracekit.open(dataset) as ds:
+            assert ds.summary().jobs == 1
+            assert ds.sql("select answer from note").fetchall() == [(42,)]
+            assert ds.query("job_class").fetchall()
+    assert not list((tmp_path / "tmp").iterdir()), "the snapshot copy was left behind"
+
+
+@needs_duckdb_shell
+def test_open_names_the_process_that_keeps_changing_the_file_while_it_is_copied(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = iter(range(1000))
+    monkeypatch.setattr(tracekit.dataset.Dataset, "_stamps", lambda self: next(looks))  # new at every look
+    monkeypatch.setattr(tracekit.dataset, "SNAPSHOT_WAITS", (0.0, 0.0))
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        with pytest.raises(DatasetError) as refused, tracekit.open(dataset) as ds:
+            ds.summary()
+    message = str(refused.value)
+    assert message.startswith(f"{dataset / 'tracekit.duckdb'}: duckdb, PID {shell.pid} holds it open for writing")
+    assert "try again when it has finished" in message and "\n" not in message
+
+
+@needs_duckdb_shell
+def test_open_says_where_a_snapshot_could_not_be_made(
+    dataset: Path, read_only_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(read_only_dir))
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        with pytest.raises(DatasetError) as refused, tracekit.open(dataset) as ds:
+            ds.summary()
+    message = str(refused.value)
+    assert (
+        f"duckdb, PID {shell.pid} holds it open for writing, and no snapshot can be made in {read_only_dir}" in message
+    )
 
 
 @pytest.mark.parametrize("kind", ["empty", "text", "another database"])

@@ -279,7 +279,8 @@ def _summary(console: Console, report: IngestReport) -> None:
     _totals(console, report.totals)
     _notes(console, report)
     if (report.dataset / "tracekit.duckdb").is_file():
-        console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+        # Read-only: a shell holding the file read-write would lock the next ingest out.
+        console.print(f"query it: duckdb -readonly {report.dataset / 'tracekit.duckdb'}", highlight=False)
 
 
 def _notes(console: Console, report: IngestReport) -> None:

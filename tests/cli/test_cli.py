@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import et_bytes, foreign_database, write_et_job
-from tests.conftest import DUCKDB
+from tests.conftest import DUCKDB, duckdb_shell, needs_duckdb_shell
 from tracekit.schema import TABLES
 
 
@@ -120,6 +120,32 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+@needs_duckdb_shell
+def test_every_read_command_works_while_the_duckdb_shell_holds_the_dataset_open(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    write_et_job(tmp_path / "more" / "jobB", [0, 1], [("ALL_REDUCE", 64)])
+    with duckdb_shell(tmp_path / "ds" / "tracekit.duckdb") as shell:
+        read_commands: list[list[str | Path]] = [
+            ["info", tmp_path / "ds"],
+            ["query", "job_class", tmp_path / "ds", "-f", "csv"],
+            ["report", tmp_path / "ds", "-o", tmp_path / "r.html"],
+            ["replay", tmp_path / "ds", "--job", "jobA", "-o", tmp_path / "replay", "-q"],
+        ]
+        for args in read_commands:
+            result = tracekit(*args)
+            assert result.returncode == 0, (args, result.stderr)
+            assert "Traceback" not in result.stderr
+        assert "jobA" in tracekit("query", "job_class", tmp_path / "ds", "-f", "csv").stdout
+        # Writing needs the file to itself: a one-line error naming the process that has it.
+        refused = tracekit("ingest", tmp_path / "more", "--out", tmp_path / "ds")
+    assert refused.returncode == 3
+    assert _one_line(refused) == (
+        f"error: {tmp_path / 'ds'}: the dataset is open in another program (duckdb, PID {shell.pid}): "
+        "close it or use --out elsewhere"
+    )
 
 
 @pytest.mark.parametrize("kind", ["empty", "text", "another database"])
