@@ -141,3 +141,18 @@ def test_open_refuses_a_duckdb_file_that_tracekit_did_not_write(tmp_path: Path, 
         ds.summary()
     assert str(refused.value).startswith(f"{db}: not a tracekit dataset ("), refused.value
     assert "\n" not in str(refused.value)
+
+
+def test_tracekit_ingest_stays_callable_once_its_package_is_imported(tmp_path: Path) -> None:
+    """`tracekit.ingest` is a function and the name of a package: importing the package (which
+    `tracekit.generate` and `tracekit.report` do) made `tracekit.ingest(...)` a TypeError."""
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    code = (
+        "import sys, tracekit, tracekit.generate, tracekit.report, tracekit.ingest.run; "
+        "print(tracekit.ingest([sys.argv[1]], sys.argv[2]).files_added)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "in"), str(tmp_path / "ds")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"

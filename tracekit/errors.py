@@ -71,6 +71,12 @@ class TraceError(Exception):
         self.message = one_line(message, MAX_MESSAGE_CHARS)
         super().__init__(self.message)
         self.where = where
+        # The file, once known to whoever reports the error to a person (tracekit.parse_file): then
+        # str() is the whole line, `file at place: message`.
+        self.file: str | None = None
+
+    def __str__(self) -> str:
+        return self.message if self.file is None else self.describe(self.file)
 
     @property
     def where(self) -> str | None:

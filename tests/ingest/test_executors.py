@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,35 @@ def test_the_cli_ingests_on_a_dask_scheduler_started_as_the_readme_says(
         scheduler.wait(timeout=60)
     assert done.returncode == 1, done.stderr  # the one truncated file
     assert _rows(tmp_path / "ds") == _rows(inline)
+
+
+# A script as a notebook user writes one: no `if __name__ == "__main__":` guard.
+_UNGUARDED = """
+import sys
+import tracekit
+from tracekit.generate import generate_fleet
+
+print("the script ran", flush=True)
+report = tracekit.ingest([sys.argv[1]], sys.argv[2], workers=2)
+print(f"{report.files_added} files added", flush=True)
+summary = generate_fleet(sys.argv[3], 8, seed=1, profile="sample", workers=2)
+print(f"{summary.jobs} jobs generated", flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_runs_once_and_its_workers_work(tmp_path: Path) -> None:
+    """The process pool's workers (and its forkserver) imported the caller's main module, running an
+    unguarded script again in each: BrokenProcessPool, 'another ingest is writing this dataset'."""
+    for j in range(3):
+        write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20)] * 4)
+    (tmp_path / "script.py").write_text(_UNGUARDED)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py"), str(tmp_path / "in"), str(tmp_path / "ds"), str(tmp_path / "f")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the script ran", "12 files added", "8 jobs generated"], done.stdout
+    assert "Traceback" not in done.stderr, done.stderr

@@ -221,11 +221,9 @@ def _write_fleet(
             results: Any = map(_work, tasks)
             _consume(results, manifest, summary, progress)
         else:
-            import multiprocessing as mp
+            from tracekit.executors import worker_context
 
-            # forkserver, as ingest: safe when the caller has threads (duckdb, notebooks).
-            ctx = mp.get_context("spawn" if os.name == "nt" else "forkserver")
-            with ctx.Pool(workers, initializer=_init, initargs=(prof,)) as pool:
+            with worker_context().Pool(workers, initializer=_init, initargs=(prof,)) as pool:
                 _consume(pool.imap(_work, tasks, chunksize=4), manifest, summary, progress)
     summary.seconds = time.perf_counter() - started
     return summary
