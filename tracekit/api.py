@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit import interrupts
 from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError, OutputError
 from tracekit.schema import ROLLUPS, TABLES
@@ -65,6 +66,7 @@ class TraceDataset:
         import duckdb
 
         con = duckdb.connect()
+        interrupts.watch(con)  # a Ctrl-C during a command stops its statement at once
         con.execute("SET enable_progress_bar = false")
         try:
             self.dataset.attach_read_only(con, "dataset")

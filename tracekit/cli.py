@@ -194,7 +194,7 @@ def ingest(
         _fail(console, exc)
     except KeyboardInterrupt:
         # After the commit point (the summary): the dataset holds the run.
-        console.print("interrupted after the run was written: the dataset holds it", highlight=False)
+        _say_interrupted(console, "interrupted after the run was written: the dataset holds it")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not report.ok or (strict and not report.complete):
         raise typer.Exit(EXIT_INPUT_ERRORS)
@@ -349,11 +349,34 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
 
 
 def _fail(console: Console, exc: TracekitError) -> NoReturn:
+    from tracekit import interrupts
     from tracekit.errors import Interrupted
 
-    prefix = "" if isinstance(exc, Interrupted) else "[red]error:[/red] "
-    console.print(f"{prefix}{_escape(str(exc))}", highlight=False, soft_wrap=True)
+    if isinstance(exc, Interrupted):
+        _say_interrupted(console, str(exc))
+    elif interrupts.arrived():  # an error a Ctrl-C caused (a query it stopped): the Ctrl-C is what happened
+        _say_interrupted(console)
+        raise typer.Exit(EXIT_INTERRUPTED) from exc
+    else:
+        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code) from exc
+
+
+class _Said:
+    """Whether the command said it was interrupted (it says so once)."""
+
+    interrupted = False
+
+
+def _say_interrupted(console: Console | None = None, text: str = "interrupted") -> None:
+    if _Said.interrupted:
+        return
+    _Said.interrupted = True
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    console.print(_escape(text), highlight=False, soft_wrap=True)
 
 
 def _escape(text: str) -> str:
@@ -886,4 +909,25 @@ def queries() -> None:
 
 
 def main() -> None:
-    app(prog_name="tracekit")
+    """Run the command; a Ctrl-C at any moment ends it with `interrupted` (or what the command says
+    instead: `interrupted, dataset unchanged`) and exit 130, whatever error it caused on its way."""
+    from tracekit import interrupts
+
+    interrupts.for_command()
+    try:
+        app(prog_name="tracekit")
+    except SystemExit as exc:
+        interrupts.command_over()
+        stopped = exc.code == EXIT_INTERRUPTED or (exc.code not in (0, None) and interrupts.arrived())
+        if not stopped:
+            raise
+        _say_interrupted()
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except BaseException:
+        interrupts.command_over()
+        if not interrupts.arrived():
+            raise
+        _say_interrupted()
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    finally:
+        interrupts.command_over()

@@ -16,6 +16,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit import interrupts
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
 from tracekit.schema import ROLLUPS, TABLES
@@ -77,6 +78,7 @@ class ScopedDataset(TraceDataset):
         import duckdb
 
         con = duckdb.connect()
+        interrupts.watch(con)
         con.execute("SET enable_progress_bar = false")
         self.dataset.attach_read_only(con, "source")
         con.execute(
