@@ -424,7 +424,7 @@ def generate(
 
     With --trace-format pytorch-et each rank is a PyTorch Execution Trace JSON file instead.
 
-    Example: tracekit generate --jobs 300 --seed 1 --profile sample --out fleet/
+    Example: tracekit generate --jobs 50 --seed 1 --profile sample --out fleet/
     then:    tracekit ingest fleet/ --out fleet.dataset
 
     With --fit DATASET: write the profile fitted to an ingested dataset (statistics only, no traces)
@@ -538,7 +538,7 @@ def replay(
 ) -> None:
     """Decompose a job's collectives into point-to-point flows, traffic matrices and simulator inputs.
 
-    Example: tracekit replay sample.dataset --job ddp_mlp --format all -o replay_out/
+    Example: tracekit replay sample.dataset --job captured/ddp_mlp --format all -o replay_out/
 
     Writes OUT/flows.parquet (one row per flow), collectives.parquet, matrix_{gpu,host,rack}.parquet,
     indicators.parquet, burstiness.parquet, replay.duckdb (queries/replay/*.sql as views) and
@@ -735,7 +735,7 @@ def report(
     libraries are inside the page.
 
     Example: tracekit report sample.dataset -o report.html
-    Example: tracekit report fleet.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
+    Example: tracekit report sample.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
     Exit code 0: written; 2: no such job, bad date or --compare; 3: no such dataset, or the file cannot
     be written.
     """
