@@ -916,18 +916,18 @@ def main() -> None:
     interrupts.for_command()
     try:
         app(prog_name="tracekit")
-    except SystemExit as exc:
+    except BaseException as exc:
         interrupts.command_over()
-        stopped = exc.code == EXIT_INTERRUPTED or (exc.code not in (0, None) and interrupts.arrived())
-        if not stopped:
-            raise
-        _say_interrupted()
-        raise SystemExit(EXIT_INTERRUPTED) from None
-    except BaseException:
-        interrupts.command_over()
-        if not interrupts.arrived():
+        if not _stopped_by_ctrl_c(exc, interrupts.arrived()):
             raise
         _say_interrupted()
         raise SystemExit(EXIT_INTERRUPTED) from None
     finally:
         interrupts.command_over()
+
+
+def _stopped_by_ctrl_c(exc: BaseException, arrived: bool) -> bool:
+    """The command ended because of a Ctrl-C: typer's exit 130, or any failure after one arrived."""
+    if isinstance(exc, SystemExit):
+        return exc.code == EXIT_INTERRUPTED or (exc.code not in (0, None) and arrived)
+    return arrived or isinstance(exc, KeyboardInterrupt)

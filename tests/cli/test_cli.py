@@ -182,3 +182,19 @@ def test_an_output_path_that_cannot_be_written_is_a_one_line_error_naming_it(
         result = tracekit(*args, path)
         assert result.returncode == 3, (args, result.stderr)
         assert _one_line(result).startswith(f"error: {path}: "), (args, result.stderr)
+
+
+def test_an_output_path_that_is_a_folder_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    (tmp_path / "folder").mkdir()
+    commands: list[list[str | Path]] = [
+        ["report", tmp_path / "ds", "-o", "."],
+        ["report", tmp_path / "ds", "-o", tmp_path / "folder"],
+        ["query", "job_class", tmp_path / "ds", "-f", "csv", "-o", tmp_path / "folder"],
+        ["generate", "--fit", tmp_path / "ds", "--out", tmp_path / "folder"],
+    ]
+    for args in commands:
+        result = tracekit(*args, cwd=tmp_path)
+        assert result.returncode == 3, (args, result.stderr)
+        assert _one_line(result).startswith(f"error: {args[-1]}: cannot write ("), (args, result.stderr)

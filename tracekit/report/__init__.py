@@ -130,11 +130,19 @@ def build_report(
 ) -> ReportResult:
     """Write the report on `dataset` (the jobs `scope` selects) to `out`, replacing it at once when it is
     complete; `progress` as for `render_report`."""
-    html, result = render_report(dataset, scope, compare, dataset_arg, progress)
+    from tracekit.errors import OutputError
+
     out = Path(out)
+    if out.is_dir():  # checked first: the page is not made for nothing
+        raise OutputError(f"{out}: cannot write (Is a directory: name the file, e.g. {out / 'report.html'})")
+    html, result = render_report(dataset, scope, compare, dataset_arg, progress)
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    temporary.write_text(html, encoding="utf-8")
-    os.replace(temporary, out)
+    try:
+        temporary.write_text(html, encoding="utf-8")
+        os.replace(temporary, out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise OutputError(f"{out}: cannot write ({exc.strerror or exc})") from exc
     result.path = out
     return result
 
