@@ -51,6 +51,14 @@ def _handled() -> bool:
     return callable(signal.getsignal(signal.SIGINT))
 
 
+class _Command:
+    """Ctrl-C during the command this process runs (`for_command`)."""
+
+    arrived = False
+    over = False
+    connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 @contextmanager
 def noted() -> Iterator[Callable[[], bool]]:
     """Yields `arrived()`: whether SIGINT arrived in the block (see the module docstring)."""
@@ -63,6 +71,7 @@ def noted() -> Iterator[Callable[[], bool]]:
         nonlocal arrived
         first = not arrived
         arrived = True
+        _Command.arrived = True
         if first and sys.exc_info()[1] is None:
             raise KeyboardInterrupt
 
@@ -97,8 +106,13 @@ def blocked() -> Iterator[None]:
         yield
         return
     came: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        came.append(signum)
+        _Command.arrived = True
+
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    previous = signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
@@ -147,14 +161,6 @@ def _call_on_sigint(read: int, previous: int, connections: Any) -> None:
                 pass
 
 
-class _Command:
-    """Ctrl-C during the command this process runs (`for_command`)."""
-
-    arrived = False
-    over = False
-    connections: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
 def for_command() -> None:
     """Handle SIGINT for the rest of this process, which runs one command (see the module docstring)."""
     if not _main_thread() or not _handled():
@@ -174,7 +180,8 @@ def for_command() -> None:
 
 
 def arrived() -> bool:
-    """Whether a Ctrl-C came during the command (`for_command`)."""
+    """Whether a Ctrl-C came during the command (`for_command`), whichever of tracekit's handlers
+    took it (an ingest's `noted` too)."""
     return _Command.arrived
 
 

@@ -160,12 +160,19 @@ def test_ctrl_c_during_the_final_write_exits_130_and_leaves_the_dataset_unchange
 
 _CTRL_C_AFTER_THE_COMMIT = textwrap.dedent(
     """
-    import sys
+    import os, signal, sys, threading
+    import duckdb
     import tracekit.ingest.run
     from tracekit.cli import main
 
+    how = sys.argv.pop(1)
+
     def ctrl_c(dataset):
-        raise KeyboardInterrupt  # as a Ctrl-C landing just past the commit point
+        if how == "python":
+            raise KeyboardInterrupt  # as a Ctrl-C landing just past the commit point
+        # A real Ctrl-C while DuckDB runs the summary's query: it becomes DuckDB's RuntimeError.
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        duckdb.connect().execute("select sum(i) from range(1000000000) t(i)").fetchall()
 
     if __name__ == "__main__":
         tracekit.ingest.run.dataset_summary = ctrl_c
@@ -175,14 +182,17 @@ _CTRL_C_AFTER_THE_COMMIT = textwrap.dedent(
 )
 
 
-def test_ctrl_c_after_the_commit_exits_130_and_says_the_run_was_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["python", "duckdb"])
+def test_ctrl_c_after_the_commit_exits_130_and_says_the_run_was_written(tmp_path: Path, how: str) -> None:
     write_et_job(tmp_path / "b" / "k", [0, 1, 2], [("ALL_REDUCE", 64)] * 4)
     (tmp_path / "ctrl_c.py").write_text(_CTRL_C_AFTER_THE_COMMIT)
+    command = ["ingest", str(tmp_path / "b"), "--out", str(tmp_path / "ds")]
     done = subprocess.run(
-        [sys.executable, str(tmp_path / "ctrl_c.py"), "ingest", str(tmp_path / "b"), "--out", str(tmp_path / "ds")],
+        [sys.executable, str(tmp_path / "ctrl_c.py"), how, *command],
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=_as_from_a_terminal,
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.splitlines() == ["interrupted after the run was written: the dataset holds it"]

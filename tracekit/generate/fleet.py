@@ -22,10 +22,12 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracekit import interrupts
 from tracekit.errors import InputError, OutputError
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
@@ -223,7 +225,11 @@ def _write_fleet(
         else:
             from tracekit.executors import worker_context
 
-            with worker_context().Pool(workers, initializer=_init, initargs=(prof,)) as pool:
+            with ExitStack() as stack:
+                # A Ctrl-C while the pool starts its writers waits until the pool is whole and stopping
+                # it is this block's business (a writer left starting would print a traceback).
+                with interrupts.blocked():
+                    pool = stack.enter_context(worker_context().Pool(workers, initializer=_init, initargs=(prof,)))
                 _consume(pool.imap(_work, tasks, chunksize=4), manifest, summary, progress)
     summary.seconds = time.perf_counter() - started
     return summary
