@@ -43,6 +43,8 @@ DASK_LOCAL = "dask-local"
 _DASK_SCHEMES = ("dask://", "tcp://", "tls://")
 # How often a worker looks whether the ingest process is still there, where the kernel has no pidfd.
 _POLL_SECONDS = 0.5
+# How long a worker told to stop (SIGTERM) has before it is killed.
+_TERMINATE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -156,11 +158,30 @@ def _process_pool(workers: int) -> Iterator[Slots]:
         # Interrupted or failed: stop the workers now, so none writes into a staging folder that is
         # about to be removed.
         with interrupts.deferred():
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
+            _stop_workers(pool)
             pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: Any) -> None:
+    """Terminate the pool's workers and wait until they are gone.
+
+    A worker stopped halfway through writing its result leaves half a message in the result pipe,
+    and the pool's manager thread would wait for the rest for ever (the shutdown with it). With the
+    workers gone, this process holds the pipe's last write end: closing it ends that wait (the pool
+    then shuts down as broken, which it is)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(_TERMINATE_SECONDS)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        writer.close()
 
 
 def start_worker(ingest_pid: int) -> None:

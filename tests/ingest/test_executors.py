@@ -182,3 +182,43 @@ def test_a_script_without_a_main_guard_runs_once_and_its_workers_work(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["the script ran", "12 files added", "8 jobs generated"], done.stdout
     assert "Traceback" not in done.stderr, done.stderr
+
+
+_BIG_RESULT = """
+from pathlib import Path
+
+
+def big(marker: str) -> bytes:
+    data = b"x" * (512 << 20)
+    Path(marker).touch()  # made: the worker is about to write it into the pool's result pipe
+    return data
+"""
+
+_STOPPED_WHILE_A_WORKER_WRITES = """
+import os, sys, time
+from tracekit.executors import open_executor
+from big_result import big
+
+try:
+    with open_executor("local", 1) as run:
+        run.executor.submit(big, "made")
+        while not os.path.exists("made"):
+            time.sleep(0.001)
+        time.sleep(0.5)  # it writes 512 MiB into the pipe now
+        raise KeyboardInterrupt  # as a Ctrl-C does
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+
+
+def test_stopping_the_pool_while_a_worker_writes_its_result_does_not_hang(tmp_path: Path) -> None:
+    """A worker stopped halfway through writing its result left half a message in the result pipe,
+    and the pool's manager thread waited for the rest for ever: a Ctrl-C that never ended."""
+    (tmp_path / "big_result.py").write_text(_BIG_RESULT)
+    (tmp_path / "stop.py").write_text(_STOPPED_WHILE_A_WORKER_WRITES)
+    try:
+        done = subprocess.run([sys.executable, "stop.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool did not stop within 60 s of the interrupt")
+    assert done.returncode == 0 and done.stdout == "stopped\n", done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
