@@ -2,7 +2,7 @@
 -- answers: In one job, how many bytes does each rank send to each other rank through all-to-all calls
 --          whose per-peer splits are recorded? The rank x rank volume matrix (cells of $ranks_per_cell
 --          consecutive ranks, e.g. 8 for one cell per 8-GPU host).
--- params: $job_id (string: the job), $ranks_per_cell (integer: 1 for rank x rank)
+-- params: $job_id (string: the job), $ranks_per_cell (integer 1..1048576: 1 for rank x rank)
 -- returns: src, dst (first global rank of each cell), bytes, calls, uneven_calls
 -- rule: split k of a call (in_splits, in group order) goes to the group's k-th rank (process_groups.ranks;
 --          the global rank k where the group's ranks are not recorded and it spans the job); its bytes are

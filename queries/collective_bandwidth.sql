@@ -1,7 +1,7 @@
 -- name: collective_bandwidth
 -- answers: What algorithm and bus bandwidth did each timed collective of a job reach, by nccl-tests'
 --          definitions? One row per collective call with a duration.
--- params: $job_id (string: the job; NULL for every job)
+-- params: $job_id (string or NULL: the job; NULL for every job)
 -- returns: job_id, rank, trace_id, op_id, op_name, comm_type, group_size, in_bytes, nccl_bytes,
 --          duration_us, algbw_gbps, busbw_gbps, wire_bytes
 -- rule: nccl-tests (PERFORMANCE.md): algbw = S / t, busbw = algbw * factor, GB/s = 1e9 bytes/s.

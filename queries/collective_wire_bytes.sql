@@ -3,7 +3,7 @@
 --          textbook ring/direct algorithms? Every collectives row of the job with its wire_bytes: the one
 --          place this rule is written; every mix and size view reads it from here (the rollups and fleet
 --          queries with a NULL job_id: every job's rows).
--- params: $job_id (string: the job; NULL for every job)
+-- params: $job_id (string or NULL: the job; NULL for every job)
 -- returns: every column of collectives, wire_bytes (double; null where in_bytes or group_size is unknown)
 -- rule: S = in_bytes (Chakra's comm_size, the bytes this rank passes in), n = group_size.
 --          ALL_REDUCE      2(n-1)/n * S   ring: a reduce-scatter and an all-gather of S/n chunks

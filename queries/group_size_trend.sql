@@ -3,7 +3,7 @@
 --          median, p90 and largest size, and the group size of their collective calls weighted by
 --          calls and by wire bytes, its p90 and maximum, and the share of calls in groups of at most
 --          128 GPUs. The calls are those of group_size_calls: send/recv left out.
--- params: $start (timestamp: the first day of period 0), $period_months (integer: months per period)
+-- params: $start (timestamp: the first day of period 0), $period_months (integer 1..: months per period)
 -- returns: period, period_start, jobs, median_job_gpus, p90_job_gpus, max_job_gpus, calls,
 --          mean_group_size (call-weighted), byte_weighted_group_size (weighted by wire bytes),
 --          p90_group_size (of calls), max_group_size, share_calls_le_128

@@ -3,7 +3,7 @@
 --          mean log2 job size, the mean over jobs of the log2 group size of their collective calls
 --          (call-weighted within a job), and the largest group seen. The calls are those of
 --          group_size_calls: send/recv left out (they join two GPUs whatever their group).
--- params: $start (timestamp: the fleet's first day), $period_months (integer: months per period)
+-- params: $start (timestamp: the fleet's first day), $period_months (integer 1..: months per period)
 -- returns: period, jobs, mean_log2_job_size, mean_log2_group_size, max_group_size, max_job_size
 with per_job as (
     select

@@ -2,7 +2,7 @@
 -- answers: How many jobs of each workload class and model started in each period?
 --          (labels are 'class:model', as `tracekit generate` writes them; a label without ':' is
 --          its own class with an empty model)
--- params: $start (timestamp: the fleet's first day), $period_months (integer: months per period)
+-- params: $start (timestamp: the fleet's first day), $period_months (integer 1..: months per period)
 -- returns: period, class, model, jobs
 select
     cast(floor(datediff('month', cast($start as timestamptz), started_at) / $period_months) as integer)

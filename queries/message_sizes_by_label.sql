@@ -2,7 +2,7 @@
 -- answers: What message sizes does each collective (by op name) carry in each job, seen from one
 --          rank, per label? One row per job and op name: the first call's bytes (one independent
 --          draw per job, for distribution tests) and the rank's total bytes and calls.
--- params: $rank (integer: the global rank to look from, e.g. 0)
+-- params: $rank (integer 0..1048575: the global rank to look from, e.g. 0)
 -- returns: job_id, label, class, model, world_size, op_name, comm_type, first_bytes, total_bytes, calls,
 --          total_wire_bytes (the rank's bytes on the wire: collective_wire_bytes)
 select

@@ -166,3 +166,20 @@ def _out_elems(comm: Comm, group_size: int) -> int:
     if comm.kind == "ALL_TO_ALL" and comm.out_splits:
         return sum(comm.out_splits)
     return comm.elems
+
+
+def foreign_database(folder: Path, kind: str) -> Path:
+    """DATASET/tracekit.duckdb that tracekit did not write: `empty` (0 bytes), `text`, or `another
+    database` (a valid DuckDB file with a table of someone else's)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tracekit.duckdb"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "text":
+        path.write_text("not a database\n")
+    else:
+        import duckdb
+
+        with duckdb.connect(str(path)) as con:
+            con.execute("create table expenses (item varchar, amount double)")
+    return path

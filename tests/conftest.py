@@ -8,8 +8,11 @@ into a cache folder (XDG_CACHE_HOME points into the session's temporary folder) 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,58 @@ from tracekit.errors import ParserBug
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"
 PUBLIC_TRACES = ROOT.parent / "shared" / "traces" / "public"
+# The DuckDB shell that tracekit installs (the duckdb-cli package), as users start it.
+DUCKDB = shutil.which("duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+needs_duckdb_shell = pytest.mark.skipif(
+    DUCKDB is None, reason="the duckdb shell (pip install duckdb-cli) is not installed"
+)
+
+
+@dataclass
+class Shell:
+    """A DuckDB shell with a database open, waiting for input; `pid` is the process holding the file."""
+
+    process: subprocess.Popen[str]
+    pid: int
+
+    def run(self, sql: str) -> list[str]:
+        """Run `sql` in the shell and return the lines it printed."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{sql}\nselect 'tracekit-test-done';\n")
+        self.process.stdin.flush()
+        lines = []
+        while "tracekit-test-done" not in (line := self.process.stdout.readline()):
+            assert line, "the duckdb shell ended"
+            lines.append(line.rstrip("\n"))
+        return lines
+
+
+@contextmanager
+def duckdb_shell(database: Path, *options: str) -> Iterator[Shell]:
+    """The real DuckDB shell holding `database` open (read-write unless `-readonly`), as a user leaves
+    it open in another terminal, until the block ends."""
+    assert DUCKDB is not None
+    process = subprocess.Popen(
+        [DUCKDB, "-csv", "-noheader", *options, str(database)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        shell = Shell(process, process.pid)
+        shell.run("select 1;")  # the file is open (and locked) once the shell answers
+        shell.pid = _binary_of(process.pid)
+        yield shell
+    finally:
+        process.communicate(".quit\n", timeout=30)
+
+
+def _binary_of(pid: int) -> int:
+    """The pid of the shell binary: .venv/bin/duckdb is a Python launcher running it as a child."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    found = children.read_text().split() if children.exists() else []
+    return int(found[0]) if found else pid
 
 
 @pytest.fixture(autouse=True)
@@ -81,3 +136,21 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> SampleRun:
     found = sorted((root / "cache" / "tracekit").glob("samples-*"))
     assert len(found) == 1, found
     return SampleRun(root / "cache", found[0], root / "report.html", result.stderr)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody may write into: mode 555, and immutable where the tests run as root (root
+    ignores modes)."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    immutable = os.geteuid() == 0
+    if immutable and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("running as root, where only an immutable folder is read-only, and chattr +i failed here")
+    try:
+        yield folder
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)

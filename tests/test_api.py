@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import tracekit
-from tests.builders import write_et_job
+import tracekit.dataset
+from tests.builders import foreign_database, write_et_job
+from tests.conftest import duckdb_shell, needs_duckdb_shell
 from tracekit.api import CollectiveTotal, DatasetSummary
 from tracekit.errors import DatasetError, InputError
 from tracekit.ingest import ingest
@@ -85,3 +88,72 @@ def test_summary_counts_jobs_ranks_traces_collectives_and_errors(tmp_path: Path)
 def test_open_refuses_what_is_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not a tracekit dataset"):
         tracekit.open(tmp_path)
+
+
+@needs_duckdb_shell
+def test_open_reads_a_dataset_that_the_duckdb_shell_holds_open_for_writing(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB lets no other process open a file one holds read-write, not even read-only."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        shell.run("create table note as select 42 as answer;")  # committed by the shell, into its log
+        with tracekit.open(dataset) as ds:
+            assert ds.summary().jobs == 1
+            assert ds.sql("select answer from note").fetchall() == [(42,)]
+            assert ds.query("job_class").fetchall()
+    assert not list((tmp_path / "tmp").iterdir()), "the snapshot copy was left behind"
+
+
+@needs_duckdb_shell
+def test_open_names_the_process_that_keeps_changing_the_file_while_it_is_copied(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = iter(range(1000))
+    monkeypatch.setattr(tracekit.dataset.Dataset, "_stamps", lambda self: next(looks))  # new at every look
+    monkeypatch.setattr(tracekit.dataset, "SNAPSHOT_WAITS", (0.0, 0.0))
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        with pytest.raises(DatasetError) as refused, tracekit.open(dataset) as ds:
+            ds.summary()
+    message = str(refused.value)
+    assert message.startswith(f"{dataset / 'tracekit.duckdb'}: duckdb, PID {shell.pid} holds it open for writing")
+    assert "try again when it has finished" in message and "\n" not in message
+
+
+@needs_duckdb_shell
+def test_open_says_where_a_snapshot_could_not_be_made(
+    dataset: Path, read_only_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(read_only_dir))
+    with duckdb_shell(dataset / "tracekit.duckdb") as shell:
+        with pytest.raises(DatasetError) as refused, tracekit.open(dataset) as ds:
+            ds.summary()
+    message = str(refused.value)
+    assert (
+        f"duckdb, PID {shell.pid} holds it open for writing, and no snapshot can be made in {read_only_dir}" in message
+    )
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "another database"])
+def test_open_refuses_a_duckdb_file_that_tracekit_did_not_write(tmp_path: Path, kind: str) -> None:
+    db = foreign_database(tmp_path / "ds", kind)
+    with pytest.raises(DatasetError) as refused, tracekit.open(tmp_path / "ds") as ds:
+        ds.summary()
+    assert str(refused.value).startswith(f"{db}: not a tracekit dataset ("), refused.value
+    assert "\n" not in str(refused.value)
+
+
+def test_tracekit_ingest_stays_callable_once_its_package_is_imported(tmp_path: Path) -> None:
+    """`tracekit.ingest` is a function and the name of a package: importing the package (which
+    `tracekit.generate` and `tracekit.report` do) made `tracekit.ingest(...)` a TypeError."""
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    code = (
+        "import sys, tracekit, tracekit.generate, tracekit.report, tracekit.ingest.run; "
+        "print(tracekit.ingest([sys.argv[1]], sys.argv[2]).files_added)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "in"), str(tmp_path / "ds")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"

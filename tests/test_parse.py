@@ -47,3 +47,18 @@ def test_what_the_sink_raises_is_not_blamed_on_the_file() -> None:
 
     with pytest.raises(OSError, match="No space left"):
         read_trace(BytesSource(et_bytes([("ALL_REDUCE", 64)]), "t.0.et", "t.0.et"), FullDisk())
+
+
+def test_every_error_of_a_file_names_the_file(tmp_path: Path) -> None:
+    """`tracekit.parse_file("trace.0.et")` said `cannot read (No such file or directory)`: which file?"""
+    with pytest.raises(TraceError) as missing:
+        tracekit.parse_file(tmp_path / "gone.0.et")
+    assert str(missing.value) == f"{tmp_path / 'gone.0.et'}: cannot read (No such file or directory)"
+    cut = tmp_path / "cut.0.et"
+    cut.write_bytes(et_bytes([("ALL_REDUCE", 64), ("ALL_GATHER", 64)])[:-3])
+    with pytest.raises(TraceError) as truncated:
+        tracekit.parse_file(cut)
+    assert str(truncated.value).startswith(f"{cut} at record "), truncated.value
+    with pytest.raises(TraceError) as named:
+        tracekit.parse_file(data=b"\x00" * 100, name="blob.0.et")
+    assert str(named.value).startswith("blob.0.et at byte 0: "), named.value

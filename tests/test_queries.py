@@ -11,8 +11,10 @@ import pytest
 import tracekit
 from tests.builders import write_et_job
 from tests.cli.test_cli import DUCKDB
+from tracekit.errors import InputError
 from tracekit.ingest import ingest
-from tracekit.queries import load_query, query_header, query_names, query_params
+from tracekit.parsers.common.values import MAX_RANKS
+from tracekit.queries import load_query, query_call, query_header, query_names, query_param_specs, query_params
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0, "job_id": "moe_alltoall", "ranks_per_cell": 1}
@@ -73,3 +75,45 @@ def test_every_query_is_in_the_dataset_for_the_duckdb_shell(dataset: Path, name:
     )
     assert shell.returncode == 0, shell.stderr
     assert int(shell.stdout.strip()) == expected > 0
+
+
+@pytest.mark.parametrize("name", query_names())
+def test_every_parameter_declares_its_type(name: str) -> None:
+    for spec in query_param_specs(name):
+        assert spec.type in ("string", "integer", "timestamp"), (name, spec)
+        assert spec.description, (name, spec)
+        if spec.name in ("rank", "ranks_per_cell"):  # the bounds every parser holds ranks to
+            assert (spec.minimum, spec.maximum) == ((0, MAX_RANKS - 1) if spec.name == "rank" else (1, MAX_RANKS))
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("group_size_trend", {"start": "notadate", "period_months": "3"}, "start=notadate"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": "0"}, "period_months=0"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": "-3"}, "period_months=-3"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": "abc"}, "period_months=abc"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": 2.5}, "period_months=2.5"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": True}, "period_months=True"),
+        ("group_size_trend", {"start": "2023-01-01", "period_months": 1 << 64}, f"period_months={1 << 64}"),
+        ("alltoallv_matrix", {"job_id": "j", "ranks_per_cell": "0"}, "ranks_per_cell=0"),
+        ("message_sizes_by_label", {"rank": "abc"}, "rank=abc"),
+        ("message_sizes_by_label", {"rank": -1}, "rank=-1"),
+        ("job_bytes_by_collective", {"job_id": 7}, "job_id=7"),
+    ],
+)
+def test_a_parameter_outside_its_type_or_range_is_refused_by_name(
+    name: str, params: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InputError, match=re.escape(message)) as refused:
+        query_call(name, params)
+    assert "\n" not in str(refused.value)
+
+
+def test_parameters_take_their_declared_types() -> None:
+    _, bound = query_call("group_size_trend", {"start": "2023-01-01", "period_months": "3"})
+    assert bound == {"start": "2023-01-01 00:00:00", "period_months": 3}
+    _, bound = query_call("job_bytes_by_collective", {"job_id": "007"})
+    assert bound == {"job_id": "007"}
+    _, bound = query_call("collective_wire_bytes", {"job_id": None})  # NULL: every job
+    assert bound == {"job_id": None}

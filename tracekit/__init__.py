@@ -8,16 +8,41 @@
 Attributes are imported on first use so that `import tracekit` (and the CLI) start fast.
 """
 
-from __future__ import annotations
+# signal's C module, loaded with Python (`signal` itself costs an import of enum); no stubs.
+import _signal  # type: ignore[import-not-found]
+import os
+import sys
 
-from typing import Any
 
-from tracekit._version import __version__
+def _started_as_the_command() -> bool:
+    """This process runs the `tracekit` command (its console script, or `python -m tracekit`)."""
+    if os.path.basename(sys.argv[0]) == "tracekit":
+        return True
+    argv = sys.orig_argv
+    return any(a == "-mtracekit" or (a == "-m" and argv[i + 1 : i + 2] == ["tracekit"]) for i, a in enumerate(argv))
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    # The command has done nothing yet (no file written, no process started): say so and go.
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+# The first code of tracekit a command runs: a Ctrl-C while the modules load is the command's
+# (`interrupted`, exit 130) from here, not a traceback; tracekit.__main__ takes it over.
+if _started_as_the_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+
+from tracekit._version import __version__  # noqa: E402 - after the Ctrl-C guard
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["open", "ingest", "parse_file", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name == "open":
         from tracekit.api import open
 

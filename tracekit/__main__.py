@@ -1,7 +1,6 @@
 """`python -m tracekit` and the `tracekit` command: the CLI, with Ctrl-C while it starts (its modules
-loading, typer building the commands) an exit 130 like at any other moment, not a traceback."""
-
-from __future__ import annotations
+loading, typer building the commands) `interrupted` and exit 130 like at any other moment, not a
+traceback. tracekit/__init__.py guards the first lines; from `main` on, tracekit.cli handles it."""
 
 import signal
 import sys
@@ -11,10 +10,13 @@ EXIT_INTERRUPTED = 130
 
 def main() -> None:
     try:
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored in background jobs: stays so
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         from tracekit.cli import main as cli
 
         cli()
     except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
     finally:
         # The command is over and its exit code decided: a late Ctrl-C (or a library echoing the

@@ -8,15 +8,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit import interrupts
 from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
-from tracekit.errors import DatasetError
+from tracekit.errors import DatasetError, OutputError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-__all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open"]
+__all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open", "write_parquet"]
 
 # Whether the connection's current database has a table or view of this name.
 _HAS_TABLE = (
@@ -70,9 +71,13 @@ class TraceDataset:
         import duckdb
 
         con = duckdb.connect()
+        interrupts.watch(con)  # a Ctrl-C during a command stops its statement at once
         con.execute("SET enable_progress_bar = false")
-        path = str(self.dataset.db_path).replace("'", "''")
-        con.execute(f"ATTACH '{path}' AS dataset (READ_ONLY)")
+        try:
+            self.dataset.attach_read_only(con, "dataset")
+        except BaseException:
+            con.close()
+            raise
         con.execute("USE dataset")
         return con
 
@@ -103,7 +108,8 @@ class TraceDataset:
         """The shipped query queries/<name>.sql as a DuckDB relation: `.pl()` gives a polars frame,
         `.fetchall()` rows; it can be filtered, joined and queried further.
 
-        `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3}.
+        `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3},
+        each checked against its declared type and range first (InputError naming the parameter).
         """
         from tracekit.queries import query_call
 
@@ -129,6 +135,17 @@ class TraceDataset:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_parquet(relation: duckdb.DuckDBPyRelation, path: str | Path) -> None:
+    """A relation's rows into a Parquet file at `path`; OutputError naming it when it cannot be written."""
+    import duckdb
+
+    try:
+        relation.write_parquet(str(path))
+    except duckdb.IOException as exc:  # IO Error: Cannot open file "PATH": Permission denied
+        reason = str(exc).strip().splitlines()[0].rpartition('": ')[2] or type(exc).__name__
+        raise OutputError(f"{path}: cannot write ({reason})") from exc
 
 
 def open(path: str | Path) -> TraceDataset:  # noqa: A001 - mirrors builtins.open on purpose

@@ -6,6 +6,8 @@ answers at once.
 
 from __future__ import annotations
 
+import inspect
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -23,7 +25,16 @@ if TYPE_CHECKING:
 
 
 class _Group(typer.core.TyperGroup):
-    """Help shows what to type (PATH, DATASET, N), never Python types such as `<list[Path]>`."""
+    """Help shows what to type (PATH, DATASET, N), never Python types such as `<list[Path]>`, and the
+    help texts as written (see `_as_help`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in [self, *self.commands.values()]:
+            command.help = _as_help(command.help)
+            for param in command.params:
+                if isinstance(param, typer.core.TyperOption | typer.core.TyperArgument) and param.help:
+                    param.help = _as_help(param.help)
 
     def get_params(self, ctx: Any) -> Any:
         params = super().get_params(ctx)
@@ -38,6 +49,31 @@ class _Group(typer.core.TyperGroup):
                 if param is not None:
                     _show_metavar_only(param)
         return command
+
+
+# Lines of a help paragraph that keep a line of their own; the others are the source's wrapping.
+_OWN_LINE = re.compile(r"(Example|then|Exit codes?)\b")
+
+
+def _as_help(text: str | None) -> str | None:
+    """A docstring or option help as typer should show it. Typer renders help as Rich markup (where
+    `'tracekit[dask]'` loses `[dask]`, taken for a style), so markup is escaped; and it keeps every line
+    break of a paragraph, so the lines a paragraph was wrapped into are joined again (blank lines part
+    paragraphs; examples and exit codes start lines of their own)."""
+    if text is None:
+        return None
+    from rich.markup import escape
+
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not _OWN_LINE.match(line):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return escape("\n\n".join(paragraphs))
 
 
 def _show_metavar_only(param: Any) -> None:
@@ -158,7 +194,7 @@ def ingest(
         _fail(console, exc)
     except KeyboardInterrupt:
         # After the commit point (the summary): the dataset holds the run.
-        console.print("interrupted after the run was written: the dataset holds it", highlight=False)
+        _say_interrupted(console, "interrupted after the run was written: the dataset holds it")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not report.ok or (strict and not report.complete):
         raise typer.Exit(EXIT_INPUT_ERRORS)
@@ -243,7 +279,8 @@ def _summary(console: Console, report: IngestReport) -> None:
     _totals(console, report.totals)
     _notes(console, report)
     if (report.dataset / "tracekit.duckdb").is_file():
-        console.print(f"query it: duckdb {report.dataset / 'tracekit.duckdb'}", highlight=False)
+        # Read-only: a shell holding the file read-write would lock the next ingest out.
+        console.print(f"query it: duckdb -readonly {report.dataset / 'tracekit.duckdb'}", highlight=False)
 
 
 def _notes(console: Console, report: IngestReport) -> None:
@@ -305,18 +342,41 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
         with open_dataset(dataset) as ds:
             summary = ds.summary()
     except TracekitError as exc:
-        _fail(console, exc)
+        _fail(Console(stderr=True), exc)
     _totals(console, summary)
     _warnings(console, summary.missing)
     _errors(console, summary.errors)
 
 
 def _fail(console: Console, exc: TracekitError) -> NoReturn:
+    from tracekit import interrupts
     from tracekit.errors import Interrupted
 
-    prefix = "" if isinstance(exc, Interrupted) else "[red]error:[/red] "
-    console.print(f"{prefix}{_escape(str(exc))}", highlight=False, soft_wrap=True)
+    if isinstance(exc, Interrupted):
+        _say_interrupted(console, str(exc))
+    elif interrupts.arrived():  # an error a Ctrl-C caused (a query it stopped): the Ctrl-C is what happened
+        _say_interrupted(console)
+        raise typer.Exit(EXIT_INTERRUPTED) from exc
+    else:
+        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code) from exc
+
+
+class _Said:
+    """Whether the command said it was interrupted (it says so once)."""
+
+    interrupted = False
+
+
+def _say_interrupted(console: Console | None = None, text: str = "interrupted") -> None:
+    if _Said.interrupted:
+        return
+    _Said.interrupted = True
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    console.print(_escape(text), highlight=False, soft_wrap=True)
 
 
 def _escape(text: str) -> str:
@@ -364,7 +424,7 @@ def generate(
 
     With --trace-format pytorch-et each rank is a PyTorch Execution Trace JSON file instead.
 
-    Example: tracekit generate --jobs 300 --seed 1 --profile sample --out fleet/
+    Example: tracekit generate --jobs 50 --seed 1 --profile sample --out fleet/
     then:    tracekit ingest fleet/ --out fleet.dataset
 
     With --fit DATASET: write the profile fitted to an ingested dataset (statistics only, no traces)
@@ -820,6 +880,39 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:,.3f} ms"
 
 
+class _steps:
+    """A progress bar on a terminal: the steps of each stage done of its total (the report's queries,
+    its job sections, the page); nothing otherwise."""
+
+    def __init__(self, console: Console) -> None:
+        self.enabled = console.is_terminal
+        self.console = console
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=None)
+        return self.update
+
+    def update(self, step: Any) -> None:
+        self.bar.update(self.task, description=step.stage, total=step.total, completed=step.done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+
 class _counter:
     """A counting progress line on a terminal (long replays); nothing otherwise."""
 
@@ -922,7 +1015,7 @@ def report(
     libraries are inside the page.
 
     Example: tracekit report sample.dataset -o report.html
-    Example: tracekit report fleet.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
+    Example: tracekit report sample.dataset --since 2024-01-01 --compare 2023-01-01..2024-01-01
     Exit code 0: written; 2: no such job, bad date or --compare; 3: no such dataset, or the file cannot
     be written.
     """
@@ -936,7 +1029,10 @@ def report(
 
         scope = Scope(tuple(job or ()), tuple(label or ()), _date(since, "--since"), _date(until, "--until"))
         path = _dataset_or_samples(dataset, console)
-        result = build_report(path, out, scope, compare, dataset_arg=str(dataset) if dataset else "")
+        with _steps(console) as progress:
+            result = build_report(
+                path, out, scope, compare, dataset_arg=str(dataset) if dataset else "", progress=progress
+            )
     except TracekitError as exc:
         _fail(console, exc)
     except OSError as exc:
@@ -966,12 +1062,7 @@ def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise InputError(f"--param {text}: expected key=value")
-    for convert in (int, float):
-        try:
-            return key, convert(value)
-        except ValueError:
-            pass
-    return key, value
+    return key, value  # typed by the query's header (tracekit.queries.Param), so job_id=007 stays a string
 
 
 @app.command()
@@ -1028,7 +1119,10 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
     import sys
 
     if output_format is OutputFormat.parquet:
-        relation.write_parquet(str(out))
+        from tracekit.api import write_parquet
+
+        assert out is not None  # `query` refuses parquet without --out
+        write_parquet(relation, out)
         return
     columns, rows = relation.columns, relation.fetchall()
     if output_format is OutputFormat.table:
@@ -1051,7 +1145,7 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
         if output_format is OutputFormat.csv:
             writer = csv.writer(handle)
             writer.writerow(columns)
-            writer.writerows([_cell(v, blank="") for v in row] for row in rows)
+            writer.writerows([_cell(v, blank="", exact=True) for v in row] for row in rows)
         else:
             records = [dict(zip(columns, row, strict=True)) for row in rows]
             json.dump(records, handle, default=str, indent=1)
@@ -1064,13 +1158,14 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
 _UNLIMITED = 100_000
 
 
-def _cell(value: Any, blank: str = "NULL") -> str:
+def _cell(value: Any, blank: str = "NULL", exact: bool = False) -> str:
+    """A value as text: floats to 6 significant digits on screen, every digit (`exact`) in files."""
     if value is None:
         return blank
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value) if exact else f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_cell(v) for v in value) + "]"
+        return "[" + ", ".join(_cell(v, exact=exact) for v in value) + "]"
     return str(value)
 
 
@@ -1094,4 +1189,25 @@ def queries() -> None:
 
 
 def main() -> None:
-    app(prog_name="tracekit")
+    """Run the command; a Ctrl-C at any moment ends it with `interrupted` (or what the command says
+    instead: `interrupted, dataset unchanged`) and exit 130, whatever error it caused on its way."""
+    from tracekit import interrupts
+
+    interrupts.for_command()
+    try:
+        app(prog_name="tracekit")
+    except BaseException as exc:
+        interrupts.command_over()
+        if not _stopped_by_ctrl_c(exc, interrupts.arrived()):
+            raise
+        _say_interrupted()
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    finally:
+        interrupts.command_over()
+
+
+def _stopped_by_ctrl_c(exc: BaseException, arrived: bool) -> bool:
+    """The command ended because of a Ctrl-C: typer's exit 130, or any failure after one arrived."""
+    if isinstance(exc, SystemExit):
+        return exc.code == EXIT_INTERRUPTED or (exc.code not in (0, None) and arrived)
+    return arrived or isinstance(exc, KeyboardInterrupt)

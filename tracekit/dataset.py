@@ -22,6 +22,12 @@ copy of the DuckDB file (and its log) in staging instead, checkpoints it and swa
 rename, then removes the log it replaced (a run killed in between: `recover` removes it): that
 costs a copy of the file, and readers keep reading the dataset they opened. The DuckDB file is written in a storage
 format that the DuckDB 1.5 shell reads.
+
+Readers never need a lock of their own beyond DuckDB's shared one (`attach_read_only`): while
+another process holds the file read-write (the DuckDB shell opened without -readonly, an ingest
+committing in place), DuckDB lets nobody else open it, not even read-only, so a reader opens a
+snapshot: a copy of the file and its log, taken while neither changed, in the temporary folder and
+removed as soon as DuckDB has it open. A holder that keeps writing is named in a one-line error.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +75,12 @@ COMMIT_MARKER = "COMMIT.json"
 # run stays within a bounded footprint. The commit of 30,000 generated jobs peaked at 2.66 GB with
 # 1 GB and 2.21 GB with 512 MB, in the same time.
 MEMORY_LIMIT = "512MB"
+# The tables every dataset tracekit wrote has (the rollups came later: views stand in for them).
+CORE_TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
+# Seconds to wait between snapshot copies of a file another process keeps writing, before giving up.
+SNAPSHOT_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+# DuckDB's error when another process holds the file: `Conflicting lock is held in PROGRAM (PID N)`.
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
 # The column naming a staged row's file (tracekit.ingest.worker.SEQ_COLUMN).
 SEQ = "_seq"
 _FILE_COLUMNS = {
@@ -201,16 +216,118 @@ class Dataset:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
 
     def connect(self, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+        """A connection to the DuckDB file itself (for the ingest that writes it; readers use
+        `attach_read_only`), checked to be a tracekit dataset."""
         import duckdb
 
         try:
-            return duckdb.connect(str(self.db_path), read_only=read_only)
+            con = duckdb.connect(str(self.db_path), read_only=read_only)
         except duckdb.Error as exc:
-            if "lock" in str(exc).lower():
+            holder = _holder(exc)
+            if holder is not None:
                 raise DatasetError(
-                    f"{self.root}: the dataset is open in another program: close it or use --out elsewhere"
+                    f"{self.root}: the dataset is open in another program ({holder}): close it or use --out elsewhere"
                 ) from exc
-            raise DatasetError(f"{self.db_path}: cannot open ({_first_line(exc)})") from exc
+            raise self._unusable(exc) from exc
+        try:
+            self._check_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def attach_read_only(self, con: duckdb.DuckDBPyConnection, alias: str) -> None:
+        """Attach the committed dataset to `con` as `alias`, read-only: the file itself, or, while
+        another process holds it read-write, a snapshot of it (see the module docstring)."""
+        import duckdb
+
+        try:
+            con.execute(f"ATTACH '{sql_path(self.db_path)}' AS {alias} (READ_ONLY)")
+        except duckdb.Error as exc:
+            holder = _holder(exc)
+            if holder is None:
+                raise self._unusable(exc) from exc
+            self._attach_snapshot(con, alias, holder)
+        try:
+            self._check_tables(con, alias)
+        except BaseException:
+            con.execute(f"DETACH {alias}")
+            raise
+
+    def _attach_snapshot(self, con: duckdb.DuckDBPyConnection, alias: str, holder: str) -> None:
+        """Attach a copy of the file and its log taken while neither changed (the holder may be
+        writing: a copy that changed meanwhile may be torn), retrying while the holder writes."""
+        import duckdb
+
+        for wait in (0.0, *SNAPSHOT_WAITS):
+            time.sleep(wait)
+            try:
+                folder = tempfile.mkdtemp(prefix="tracekit-snapshot-")
+            except OSError as exc:
+                raise DatasetError(
+                    f"{self.db_path}: {holder} holds it open for writing, and no snapshot can be made in "
+                    f"{tempfile.gettempdir()} ({exc.strerror})"
+                ) from exc
+            try:
+                before = self._stamps()
+                copy = Path(folder) / DB_NAME
+                shutil.copyfile(self.db_path, copy)
+                if self.wal_path.exists():
+                    shutil.copyfile(self.wal_path, copy.with_name(WAL_NAME))
+                if self._stamps() != before:
+                    continue
+                try:
+                    con.execute(f"ATTACH '{sql_path(copy)}' AS {alias} (READ_ONLY)")
+                    return
+                except duckdb.Error:  # torn after all (changed within the clock's resolution)
+                    continue
+            except OSError as exc:
+                raise DatasetError(
+                    f"{self.db_path}: {holder} holds it open for writing, and no snapshot can be made in "
+                    f"{folder} ({exc.strerror})"
+                ) from exc
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)  # DuckDB keeps the files it opened
+        raise DatasetError(
+            f"{self.db_path}: {holder} holds it open for writing and kept changing it: try again when it "
+            "has finished (a DuckDB shell reading it is best opened with duckdb -readonly)"
+        )
+
+    def _stamps(self) -> tuple[tuple[int, int, int] | None, ...]:
+        """What changes when the file or its log is written: inode, size and modification time."""
+        stamps: list[tuple[int, int, int] | None] = []
+        for path in (self.db_path, self.wal_path):
+            try:
+                st = path.stat()
+                stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                stamps.append(None)
+        return tuple(stamps)
+
+    def _unusable(self, exc: BaseException) -> DatasetError:
+        """The error for a DuckDB file that cannot be opened, for a reason other than another holder."""
+        text = str(exc)
+        if "not a valid DuckDB database file" in text:
+            empty = _size(self.db_path) == 0
+            return DatasetError(
+                f"{self.db_path}: not a tracekit dataset ({'an empty file' if empty else 'not a DuckDB database file'})"
+            )
+        return DatasetError(f"{self.db_path}: cannot open ({_first_line(exc)})")
+
+    def _check_tables(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
+        """DatasetError unless the database attached as `catalog` has tracekit's tables."""
+        found = {
+            row[0]
+            for row in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = $db "
+                "UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = $db",
+                {"db": catalog},
+            ).fetchall()
+        }
+        missing = [table for table in CORE_TABLES if table not in found]
+        if missing:
+            noun = "table" if len(missing) == 1 else "tables"
+            raise DatasetError(f"{self.db_path}: not a tracekit dataset (no {', '.join(missing)} {noun})")
 
     def query_rows(
         self, sql: str, params: list[Any], con: duckdb.DuckDBPyConnection | None = None
@@ -368,6 +485,17 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _holder(exc: BaseException) -> str | None:
+    """Who holds the file, when that is why DuckDB could not open it: `duckdb, PID 8347`."""
+    text = str(exc)
+    match = _LOCK_HOLDER.search(text)
+    if match:
+        return f"{Path(match.group(1)).name}, PID {match.group(2)}"
+    if "already attached" in text or "different configuration" in text:
+        return f"this process, PID {os.getpid()}"
+    return None
 
 
 def _held_elsewhere(exc: BaseException) -> bool:

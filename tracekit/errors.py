@@ -71,6 +71,12 @@ class TraceError(Exception):
         self.message = one_line(message, MAX_MESSAGE_CHARS)
         super().__init__(self.message)
         self.where = where
+        # The file, once known to whoever reports the error to a person (tracekit.parse_file): then
+        # str() is the whole line, `file at place: message`.
+        self.file: str | None = None
+
+    def __str__(self) -> str:
+        return self.message if self.file is None else self.describe(self.file)
 
     @property
     def where(self) -> str | None:
@@ -113,6 +119,11 @@ def describe(display: str, where: str | None, message: str) -> str:
 
 class OutputError(TracekitError):
     """A file or folder the command was asked to write cannot be written."""
+
+    @classmethod
+    def of(cls, exc: OSError, path: object) -> OutputError:
+        """`PATH: cannot write (reason)`, naming the file the OS refused (else `path`)."""
+        return cls(f"{exc.filename or path}: cannot write ({exc.strerror or exc})")
 
 
 class Interrupted(KeyboardInterrupt, TracekitError):

@@ -10,10 +10,18 @@
 
 `open_executor` yields the executor and how many tasks it runs at once; on an exception (Ctrl-C
 included) it stops the work still queued before the exception goes on.
+
+`worker_context` is the multiprocessing context of tracekit's own process pools (this one and
+`tracekit generate`'s): forkserver (safe when the caller has threads, as DuckDB and notebooks do),
+and processes that never import the caller's main module. multiprocessing would run it again in
+the forkserver and in every worker (as `__mp_main__`), so a script calling `tracekit.ingest` without
+an `if __name__ == "__main__":` guard ran itself three times and broke its own pool; tracekit's
+workers run tracekit's functions only, so they have no use for it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -23,6 +31,8 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing import context as mp_context
+from multiprocessing import popen_forkserver, spawn
 from typing import Any
 
 from tracekit import interrupts
@@ -33,6 +43,8 @@ DASK_LOCAL = "dask-local"
 _DASK_SCHEMES = ("dask://", "tcp://", "tls://")
 # How often a worker looks whether the ingest process is still there, where the kernel has no pidfd.
 _POLL_SECONDS = 0.5
+# How long a worker told to stop (SIGTERM) has before it is killed.
+_TERMINATE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,15 +83,72 @@ def open_executor(spec: str | None, workers: int) -> Iterator[Slots]:
             yield slots
 
 
+def worker_context() -> mp_context.BaseContext:
+    """The context tracekit's pools start their processes in (see the module docstring); its
+    forkserver is running, deaf to Ctrl-C, once this returns."""
+    with _caller_main_hidden():
+        interrupts.start_forkserver_ignoring_sigint()
+    return _CONTEXT
+
+
+class _WorkerPopen(popen_forkserver.Popen):
+    def _launch(self, process_obj: Any) -> None:
+        with _caller_main_hidden():
+            super()._launch(process_obj)  # type: ignore[misc]
+
+
+class _WorkerProcess(mp_context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        return _WorkerPopen(process_obj)
+
+
+class _WorkerContext(mp_context.ForkServerContext):
+    Process = _WorkerProcess
+
+
+_CONTEXT = _WorkerContext()
+
+
+_hiding = threading.local()
+# What multiprocessing's preparation data name the main module by (main_path: what the forkserver's
+# own start looks for).
+_MAIN_KEYS = ("init_main_from_name", "init_main_from_path", "main_path")
+
+
+@contextmanager
+def _caller_main_hidden() -> Iterator[None]:
+    """What multiprocessing sends a process it starts in this thread meanwhile says nothing of the
+    main module, so the process does not import (run) it."""
+    if not getattr(spawn.get_preparation_data, "hides_main", False):
+        spawn.get_preparation_data = _without_main(spawn.get_preparation_data)
+    _hiding.on = True
+    try:
+        yield
+    finally:
+        _hiding.on = False
+
+
+def _without_main(prepare: Any) -> Any:
+    @functools.wraps(prepare)
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = prepare(name)
+        if getattr(_hiding, "on", False):
+            for key in _MAIN_KEYS:
+                data.pop(key, None)
+        return data
+
+    preparation_data.hides_main = True  # type: ignore[attr-defined]
+    return preparation_data
+
+
 @contextmanager
 def _process_pool(workers: int) -> Iterator[Slots]:
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    interrupts.start_forkserver_ignoring_sigint()
     pool = ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=multiprocessing.get_context("forkserver"),
+        mp_context=worker_context(),
         initializer=start_worker,
         initargs=(os.getpid(),),
     )
@@ -89,11 +158,30 @@ def _process_pool(workers: int) -> Iterator[Slots]:
         # Interrupted or failed: stop the workers now, so none writes into a staging folder that is
         # about to be removed.
         with interrupts.deferred():
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
+            _stop_workers(pool)
             pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: Any) -> None:
+    """Terminate the pool's workers and wait until they are gone.
+
+    A worker stopped halfway through writing its result leaves half a message in the result pipe,
+    and the pool's manager thread would wait for the rest for ever (the shutdown with it). With the
+    workers gone, this process holds the pipe's last write end: closing it ends that wait (the pool
+    then shuts down as broken, which it is)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(_TERMINATE_SECONDS)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        writer.close()
 
 
 def start_worker(ingest_pid: int) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.errors import TraceError
 from tracekit.parsers import read_trace
 from tracekit.parsers.base import MemorySink, TraceMeta
 from tracekit.sources import BytesSource, FileSource, source_for
@@ -25,12 +26,19 @@ class ParsedTrace:
 def parse_file(path: str | Path | None = None, *, data: bytes | None = None, name: str = "trace") -> ParsedTrace:
     """Detect the format of one file (or of `data`) and parse it.
 
-    Raises TraceError, and nothing else, for any content (tracekit.parsers.read_trace); a
+    Raises TraceError, and nothing else, for any content (tracekit.parsers.read_trace), its text
+    naming the file (`path`, or `name`) and the place: `trace.0.et at record 12: truncated`; a
     `ParserBug` (a TraceError too) is a parser's bug, to be reported.
     """
-    source: FileSource | BytesSource = source_for(path) if path is not None else BytesSource(data or b"", name, name)
-    sink = MemorySink()
-    fmt, meta = read_trace(source, sink)
+    try:
+        source: FileSource | BytesSource = (
+            source_for(path) if path is not None else BytesSource(data or b"", name, name)
+        )
+        sink = MemorySink()
+        fmt, meta = read_trace(source, sink)
+    except TraceError as exc:
+        exc.file = str(path) if path is not None else name
+        raise
     return ParsedTrace(fmt, meta, sink.table("ops"), sink.table("collectives"))
 
 

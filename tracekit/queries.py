@@ -1,25 +1,34 @@
 """The SQL questions in queries/*.sql: one question per file, a header saying what it answers.
 
 Queries read the dataset's tables by name, never file paths; user values are bound parameters
-(`$start`, `?`), never formatted into the text. A query may read another query by name (most read
-`collective_wire_bytes` and `job_class`): `catalog_statements` creates them in an order where every
-query comes after those it reads. queries/*.sql read the dataset and are stored in it; a sub-folder
-holds the questions of another table set (queries/replay/*.sql read the `flows` table that
+(`$start`, `?`), never formatted into the text, and each is checked against the type and range its
+header declares (`$period_months (integer 1..: months per period)`) before DuckDB sees it. A query
+may read another query by name (most read `collective_wire_bytes` and `job_class`):
+`catalog_statements` creates them in an order where every query comes after those it reads.
+queries/*.sql read the dataset and are stored in it; a sub-folder holds the questions of another
+table set (queries/replay/*.sql read the `flows` table that
 `tracekit replay` writes to OUT/replay.duckdb): pass `folder="replay"`.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, one_line
 from tracekit.resources import resource_dir
 
 _PARAM = re.compile(r"\$(\w+)")
 _WORD = re.compile(r"\b\w+\b")
+# A parameter as a header declares it: `$name (type[ min..max][ or NULL]: what it is)`.
+_DECLARED = re.compile(r"\$(\w+) \((\w+)(?: (-?\d+)?\.\.(-?\d+)?)?( or NULL)?: ([^)]*)\)")
+_INTEGER = re.compile(r"[+-]?\d{1,20}")
+# What DuckDB binds a Python int to without overflowing (BIGINT).
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _folder(folder: str) -> Path:
@@ -75,6 +84,94 @@ def query_summary(name: str) -> str:
 def query_params(name: str, folder: str = "") -> list[str]:
     """The query's parameters, in the order its header declares them."""
     return list(dict.fromkeys(_PARAM.findall(query_header(name, folder).get("params", ""))))
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter as its header declares it: a type (string, integer or timestamp), for
+    integers the range allowed, and whether NULL is a value it takes."""
+
+    name: str
+    type: str
+    minimum: int | None
+    maximum: int | None
+    nullable: bool
+    description: str
+
+    def expected(self) -> str:
+        if self.type == "integer":
+            low, high = self.minimum, self.maximum
+            if low is not None and high is not None:
+                return f"an integer from {low} to {high}"
+            if low is not None:
+                return f"an integer of at least {low}"
+            return "an integer" if high is None else f"an integer of at most {high}"
+        if self.type == "timestamp":
+            return "a date or time (YYYY-MM-DD or YYYY-MM-DD HH:MM:SS)"
+        return "a string"
+
+    def bind(self, value: Any) -> Any:
+        """`value` (text from the command line, or a Python value) as this parameter's type; ValueError
+        where it is not one of its type and range."""
+        if value is None and self.nullable:
+            return None
+        if self.type == "integer":
+            number = _integer(value)
+            low = _INT64[0] if self.minimum is None else self.minimum
+            high = _INT64[1] if self.maximum is None else self.maximum
+            if number is not None and low <= number <= high:
+                return number
+        elif self.type == "timestamp":
+            moment = _timestamp(value)
+            if moment is not None:
+                return moment.isoformat(sep=" ")  # DuckDB casts it as the SQL says: cast($start as timestamptz)
+        elif isinstance(value, str):
+            return value
+        raise ValueError(f"expected {self.expected()}")
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value)
+    return None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+def query_param_specs(name: str, folder: str = "") -> list[Param]:
+    """The query's parameters with their declared types and ranges, in header order."""
+    declared = query_header(name, folder).get("params", "")
+    specs: dict[str, Param] = {}
+    for match in _DECLARED.finditer(declared):
+        param, kind, low, high, nullable, description = match.groups()
+        specs.setdefault(
+            param,
+            Param(
+                param,
+                kind,
+                None if low is None else int(low),
+                None if high is None else int(high),
+                bool(nullable),
+                description.strip(),
+            ),
+        )
+    missing = [p for p in query_params(name, folder) if p not in specs]
+    if missing:
+        raise ValueError(f"query {name}: parameter {missing[0]} has no declared type: `${missing[0]} (type: what)`")
+    return list(specs.values())
 
 
 def _body(name: str, folder: str = "") -> str:
@@ -158,4 +255,13 @@ def query_call(name: str, params: dict[str, Any] | None = None) -> tuple[str, di
         raise InputError(f"{takes}; missing {', '.join(missing)}")
     if not declared:
         return f"select * from {name}", {}
-    return f"select * from {name}({', '.join(f'${p}' for p in declared)})", {p: given[p] for p in declared}
+    bound = {spec.name: _bound(name, spec, given[spec.name]) for spec in query_param_specs(name)}
+    return f"select * from {name}({', '.join(f'${p}' for p in declared)})", bound
+
+
+def _bound(query: str, spec: Param, value: Any) -> Any:
+    try:
+        return spec.bind(value)
+    except ValueError as exc:
+        shown = one_line(str(value), 80)
+        raise InputError(f"{query}: {spec.name}={shown}: {exc} ({spec.description})") from None

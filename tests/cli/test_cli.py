@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -10,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import et_bytes, write_et_job
+from tests.builders import et_bytes, foreign_database, write_et_job
+from tests.conftest import DUCKDB, duckdb_shell, needs_duckdb_shell
 from tracekit.schema import TABLES
-
-DUCKDB = shutil.which("duckdb", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
 def tracekit(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,3 +113,88 @@ def test_info_summarises_a_dataset_and_its_failures(tmp_path: Path) -> None:
     assert "1 jobs, 2 ranks, 2 traces ok, 1 with errors" in result.stdout
     assert f"error: {tmp_path / 'in' / 'gap' / 'gap.3.et'} at record" in result.stdout
     assert tracekit("info", tmp_path / "in").returncode == 3
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@needs_duckdb_shell
+def test_every_read_command_works_while_the_duckdb_shell_holds_the_dataset_open(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20), ("ALL_GATHER", 4096)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    write_et_job(tmp_path / "more" / "jobB", [0, 1], [("ALL_REDUCE", 64)])
+    with duckdb_shell(tmp_path / "ds" / "tracekit.duckdb") as shell:
+        read_commands: list[list[str | Path]] = [
+            ["info", tmp_path / "ds"],
+            ["query", "job_class", tmp_path / "ds", "-f", "csv"],
+            ["report", tmp_path / "ds", "-o", tmp_path / "r.html"],
+            ["replay", tmp_path / "ds", "--job", "jobA", "-o", tmp_path / "replay", "-q"],
+        ]
+        for args in read_commands:
+            result = tracekit(*args)
+            assert result.returncode == 0, (args, result.stderr)
+            assert "Traceback" not in result.stderr
+        assert "jobA" in tracekit("query", "job_class", tmp_path / "ds", "-f", "csv").stdout
+        # Writing needs the file to itself: a one-line error naming the process that has it.
+        refused = tracekit("ingest", tmp_path / "more", "--out", tmp_path / "ds")
+    assert refused.returncode == 3
+    assert _one_line(refused) == (
+        f"error: {tmp_path / 'ds'}: the dataset is open in another program (duckdb, PID {shell.pid}): "
+        "close it or use --out elsewhere"
+    )
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "another database"])
+def test_a_duckdb_file_that_tracekit_did_not_write_is_a_one_line_error(tmp_path: Path, kind: str) -> None:
+    db = foreign_database(tmp_path / "ds", kind)
+    before = db.read_bytes()
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    commands: list[list[str | Path]] = [
+        ["info", tmp_path / "ds"],
+        ["query", "job_class", tmp_path / "ds"],
+        ["report", tmp_path / "ds", "-o", tmp_path / "r.html"],
+        ["replay", tmp_path / "ds", "--job", "jobA", "-o", tmp_path / "replay"],
+        ["ingest", tmp_path / "in", "--out", tmp_path / "ds"],
+    ]
+    for args in commands:
+        result = tracekit(*args)
+        assert result.returncode == 3, (args, result.stderr)
+        assert _one_line(result).startswith(f"error: {db}: not a tracekit dataset ("), (args, result.stderr)
+    assert db.read_bytes() == before  # ingest wrote nothing into it
+
+
+def test_an_output_path_that_cannot_be_written_is_a_one_line_error_naming_it(
+    tmp_path: Path, read_only_dir: Path
+) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    for args, path in (
+        (["query", "job_class", tmp_path / "ds", "-f", "parquet", "-o"], read_only_dir / "classes.parquet"),
+        (["query", "job_class", tmp_path / "ds", "-f", "csv", "-o"], read_only_dir / "classes.csv"),
+        (["report", tmp_path / "ds", "-o"], read_only_dir / "r.html"),
+        (["generate", "--jobs", "2", "--out"], read_only_dir / "fleet"),
+        (["generate", "--fit", tmp_path / "ds", "--out"], read_only_dir / "fitted.toml"),
+    ):
+        result = tracekit(*args, path)
+        assert result.returncode == 3, (args, result.stderr)
+        assert _one_line(result).startswith(f"error: {path}: "), (args, result.stderr)
+
+
+def test_an_output_path_that_is_a_folder_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "jobA", [0, 1], [("ALL_REDUCE", 64)])
+    assert tracekit("ingest", tmp_path / "in", "--out", tmp_path / "ds", "-q").returncode == 0
+    (tmp_path / "folder").mkdir()
+    commands: list[list[str | Path]] = [
+        ["report", tmp_path / "ds", "-o", "."],
+        ["report", tmp_path / "ds", "-o", tmp_path / "folder"],
+        ["query", "job_class", tmp_path / "ds", "-f", "csv", "-o", tmp_path / "folder"],
+        ["generate", "--fit", tmp_path / "ds", "--out", tmp_path / "folder"],
+    ]
+    for args in commands:
+        result = tracekit(*args, cwd=tmp_path)
+        assert result.returncode == 3, (args, result.stderr)
+        assert _one_line(result).startswith(f"error: {args[-1]}: cannot write ("), (args, result.stderr)

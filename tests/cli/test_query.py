@@ -83,6 +83,12 @@ def test_query_parameters_and_parquet(dataset: Path, tmp_path: Path) -> None:
         (["query", "group_size_trend"], "missing start, period_months"),
         (["query", "job_class", "-p", "rank"], "expected key=value"),
         (["query", "job_class", "-f", "parquet"], "--format parquet needs --out FILE"),
+        (["query", "group_size_trend", "-p", "start=notadate", "-p", "period_months=3"], "start=notadate"),
+        (["query", "group_size_trend", "-p", "start=2023-01-01", "-p", "period_months=0"], "period_months=0"),
+        (["query", "group_size_trend", "-p", "start=2023-01-01", "-p", "period_months=abc"], "period_months=abc"),
+        (["query", "group_size_trend", "-p", "start=2023-01-01", "-p", "period_months=-3"], "period_months=-3"),
+        (["query", "alltoallv_matrix", "-p", "job_id=jobA", "-p", "ranks_per_cell=0"], "ranks_per_cell=0"),
+        (["query", "message_sizes_by_label", "-p", "rank=abc"], "rank=abc"),
         (["report", "--since", "yesterday"], "--since yesterday: not a date"),
         (["report", "--job", "no-such-job"], "no job named no-such-job"),
         (["report", "--compare", "no-such-thing"], "neither a tracekit dataset nor a period"),
@@ -96,6 +102,17 @@ def test_bad_arguments_get_one_line_and_exit_2(dataset: Path, tmp_path: Path, ar
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_a_string_parameter_stays_a_string(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "007", [0, 1], [("ALL_REDUCE", 64)])
+    write_et_job(tmp_path / "in" / "7", [0, 1], [("ALL_GATHER", 64)])
+    write_et_job(tmp_path / "in" / "job-a", [0, 1], [("BROADCAST", 64)])
+    assert ingest([tmp_path / "in"], tmp_path / "ds").ok
+    result = run_tracekit("query", "job_bytes_by_collective", tmp_path / "ds", "-p", "job_id=007", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    assert [row["comm_type"] for row in json.loads(result.stdout)] == ["ALL_REDUCE"]
 
 
 def test_a_report_names_the_file_it_wrote(dataset: Path, tmp_path: Path) -> None:
@@ -126,3 +143,15 @@ def test_help_starts_without_importing_the_heavy_modules(command: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_csv_keeps_every_digit_of_a_float(tmp_path: Path) -> None:
+    write_et_job(tmp_path / "in" / "big", [0, 1], [("ALL_REDUCE", 20_940_288), ("ALL_GATHER", 1_234_567)])
+    assert ingest([tmp_path / "in"], tmp_path / "ds").ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        expected = sorted(ds.query("collective_wire_bytes", {"job_id": "big"}).pl()["wire_bytes"].to_list())
+    result = run_tracekit("query", "collective_wire_bytes", tmp_path / "ds", "-p", "job_id=big", "-f", "csv")
+    assert result.returncode == 0, result.stderr
+    printed = [row["wire_bytes"] for row in csv.DictReader(io.StringIO(result.stdout))]
+    assert sorted(float(value) for value in printed) == expected
+    assert "20940288" in result.stdout and "e+" not in result.stdout

@@ -9,7 +9,12 @@ import gzip
 import hashlib
 import io
 import json
+import signal
+import subprocess
+import sys
 import tarfile
+import textwrap
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -241,3 +246,53 @@ def test_cli_generate_then_ingest(tmp_path: Path) -> None:
     assert labels == (5, 5, 5)
     with gzip.open(next(out.glob("*.tgz"))) as f:
         assert tarfile.open(fileobj=io.BytesIO(f.read())).getnames()
+
+
+# Runs `tracekit generate` with a Ctrl-C arriving while its pool starts its writer processes: after
+# the first is started, before the others are.
+_CTRL_C_AS_THE_POOL_STARTS = textwrap.dedent(
+    """
+    import os, signal, sys
+    import tracekit.executors
+    from tracekit.__main__ import main
+
+    launch = tracekit.executors._WorkerPopen._launch
+    started = []
+
+    def _launch(self, process_obj):
+        launch(self, process_obj)
+        started.append(self.pid)
+        if len(started) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    if __name__ == "__main__":
+        tracekit.executors._WorkerPopen._launch = _launch
+        sys.argv = ["tracekit", *sys.argv[1:]]
+        main()
+    """
+)
+
+
+def test_a_ctrl_c_while_the_pool_starts_stops_every_writer_without_a_traceback(tmp_path: Path) -> None:
+    """The Ctrl-C stopped the pool half-built, outside the block that stops its processes: a writer
+    still starting outlived it and printed a traceback (its semaphores were gone)."""
+    (tmp_path / "ctrl_c.py").write_text(_CTRL_C_AS_THE_POOL_STARTS)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(tmp_path / "ctrl_c.py"),
+            "generate",
+            "--jobs",
+            "40",
+            "--workers",
+            "4",
+            "--out",
+            str(tmp_path / "fleet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1)  # a writer that outlived the command would print now
+    assert (done.returncode, done.stderr) == (130, "interrupted\n"), done.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,75 @@ def test_the_cli_ingests_on_a_dask_scheduler_started_as_the_readme_says(
         scheduler.wait(timeout=60)
     assert done.returncode == 1, done.stderr  # the one truncated file
     assert _rows(tmp_path / "ds") == _rows(inline)
+
+
+# A script as a notebook user writes one: no `if __name__ == "__main__":` guard.
+_UNGUARDED = """
+import sys
+import tracekit
+from tracekit.generate import generate_fleet
+
+print("the script ran", flush=True)
+report = tracekit.ingest([sys.argv[1]], sys.argv[2], workers=2)
+print(f"{report.files_added} files added", flush=True)
+summary = generate_fleet(sys.argv[3], 8, seed=1, profile="sample", workers=2)
+print(f"{summary.jobs} jobs generated", flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_runs_once_and_its_workers_work(tmp_path: Path) -> None:
+    """The process pool's workers (and its forkserver) imported the caller's main module, running an
+    unguarded script again in each: BrokenProcessPool, 'another ingest is writing this dataset'."""
+    for j in range(3):
+        write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2, 3], [("ALL_REDUCE", 1 << 20)] * 4)
+    (tmp_path / "script.py").write_text(_UNGUARDED)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py"), str(tmp_path / "in"), str(tmp_path / "ds"), str(tmp_path / "f")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the script ran", "12 files added", "8 jobs generated"], done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+_BIG_RESULT = """
+from pathlib import Path
+
+
+def big(marker: str) -> bytes:
+    data = b"x" * (512 << 20)
+    Path(marker).touch()  # made: the worker is about to write it into the pool's result pipe
+    return data
+"""
+
+_STOPPED_WHILE_A_WORKER_WRITES = """
+import os, sys, time
+from tracekit.executors import open_executor
+from big_result import big
+
+try:
+    with open_executor("local", 1) as run:
+        run.executor.submit(big, "made")
+        while not os.path.exists("made"):
+            time.sleep(0.001)
+        time.sleep(0.5)  # it writes 512 MiB into the pipe now
+        raise KeyboardInterrupt  # as a Ctrl-C does
+except KeyboardInterrupt:
+    print("stopped", flush=True)
+"""
+
+
+def test_stopping_the_pool_while_a_worker_writes_its_result_does_not_hang(tmp_path: Path) -> None:
+    """A worker stopped halfway through writing its result left half a message in the result pipe,
+    and the pool's manager thread waited for the rest for ever: a Ctrl-C that never ended."""
+    (tmp_path / "big_result.py").write_text(_BIG_RESULT)
+    (tmp_path / "stop.py").write_text(_STOPPED_WHILE_A_WORKER_WRITES)
+    try:
+        done = subprocess.run([sys.executable, "stop.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool did not stop within 60 s of the interrupt")
+    assert done.returncode == 0 and done.stdout == "stopped\n", done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

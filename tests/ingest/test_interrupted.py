@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -182,3 +183,66 @@ def test_killing_the_ingest_process_alone_leaves_no_worker_behind(tmp_path: Path
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"{len(left)} of {started} processes still alive 5 s after the ingest was killed"
+
+
+# Runs `tracekit ingest` and, while the pool's forkserver starts, has SIGINT delivered to another
+# thread of the process (the kernel hands a process's signal to any thread not blocking it: DuckDB's
+# threads, a pool's), or to the forkserver itself while it is still importing its modules.
+_CTRL_C_AS_THE_POOL_STARTS = textwrap.dedent(
+    """
+    import os, signal, sys, threading
+    from multiprocessing import forkserver
+    from tracekit.__main__ import main
+
+    start = forkserver.ForkServer.ensure_running
+    to = sys.argv[1]
+
+    def ctrl_c_to_another_thread():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # as a library's thread may
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    def ensure_running(self):
+        first = self._forkserver_pid is None
+        start(self)
+        if first and to == "thread":
+            helper = threading.Thread(target=ctrl_c_to_another_thread)
+            helper.start()
+            helper.join()
+        elif first:
+            os.kill(self._forkserver_pid, signal.SIGINT)  # it has just been started: still importing
+
+    if __name__ == "__main__":
+        forkserver.ensure_running = lambda: ensure_running(forkserver._forkserver)
+        sys.argv = ["tracekit", *sys.argv[2:]]
+        main()
+    """
+)
+
+
+@pytest.mark.parametrize("to", ["thread", "forkserver"])
+def test_a_ctrl_c_as_the_pool_starts_is_neither_lost_nor_a_traceback(tmp_path: Path, to: str) -> None:
+    """SIGINT was ignored in the whole process while the forkserver started: one the kernel handed to
+    another thread then was lost, and the run went on to the end."""
+    _fleet(tmp_path / "in", 4, 4)
+    (tmp_path / "ctrl_c.py").write_text(_CTRL_C_AS_THE_POOL_STARTS)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(tmp_path / "ctrl_c.py"),
+            to,
+            "ingest",
+            str(tmp_path / "in"),
+            "--out",
+            str(tmp_path / "ds"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    if to == "thread":
+        assert (done.returncode, done.stderr) == (130, "interrupted, dataset unchanged\n"), done.stderr
+        assert not (tmp_path / "ds" / "tracekit.duckdb").exists()
+    else:  # the forkserver alone was sent it: deaf from birth, it serves the run to the end
+        assert done.returncode == 0, done.stderr

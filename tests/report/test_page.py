@@ -10,7 +10,7 @@ from pathlib import Path
 import altair as alt
 import pytest
 
-from tests.conftest import SampleRun
+from tests.conftest import SampleRun, run_tracekit
 from tracekit.report import render_report
 from tracekit.report.data import Scope, choose_period
 from tracekit.report.format import human_bytes, percent, ratio
@@ -83,3 +83,49 @@ def test_a_period_compared_with_the_whole_dataset(samples: SampleRun, compare: s
     html, result = render_report(samples.dataset, compare=compare)
     assert "Two fleets side by side" in html
     assert result.figures == 4
+
+
+def test_progress_counts_the_steps_of_each_stage_to_its_total(one_job_dataset: Path, tmp_path: Path) -> None:
+    from tracekit.report import ReportStep, build_report
+
+    events: list[ReportStep] = []
+    build_report(one_job_dataset, tmp_path / "r.html", progress=events.append)
+    stages = list(dict.fromkeys(e.stage for e in events))
+    assert stages == ["fleet queries", "job sections", "page"]
+    for stage in stages:
+        counts = [(e.done, e.total) for e in events if e.stage == stage]
+        total = counts[0][1]
+        assert total > 0 and counts == [(n, total) for n in range(total + 1)], (stage, counts)
+
+
+def test_report_shows_progress_on_a_terminal_only(one_job_dataset: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit", "report", str(one_job_dataset), "-o", str(tmp_path / "t.html")],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other side closed: the command is over
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0, shown
+    text = shown.decode(errors="replace")
+    assert re.search(r"fleet queries.*\b\d+/10\b", text), text
+    assert "job sections" in text and "report: 1 job" in text
+    piped = run_tracekit("report", one_job_dataset, "-o", tmp_path / "p.html")
+    assert piped.returncode == 0 and piped.stderr.splitlines() == [piped.stderr.strip()], piped.stderr

@@ -22,11 +22,13 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import InputError
+from tracekit import interrupts
+from tracekit.errors import InputError, OutputError
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
 from tracekit.generate.traces import ET_VERSION, rank_documents, rank_records
@@ -189,6 +191,22 @@ def generate_fleet(
         raise InputError(f"unknown trace format {trace_format!r}; choose one of {', '.join(TRACE_FORMATS)}")
     prof = profile if isinstance(profile, dict) else load_profile(profile)
     out = Path(out)
+    try:
+        return _write_fleet(out, jobs, seed, prof, workers, archive, trace_format, progress)
+    except OSError as exc:  # in this process or a writer's
+        raise OutputError.of(exc, out) from exc
+
+
+def _write_fleet(
+    out: Path,
+    jobs: int,
+    seed: int,
+    prof: Profile,
+    workers: int | None,
+    archive: bool,
+    trace_format: str,
+    progress: Callable[[int], None] | None,
+) -> FleetSummary:
     out.mkdir(parents=True, exist_ok=True)
     if (out / MANIFEST_NAME).exists():
         raise InputError(f"{out} already holds a fleet ({MANIFEST_NAME}); choose an empty folder")
@@ -205,11 +223,13 @@ def generate_fleet(
             results: Any = map(_work, tasks)
             _consume(results, manifest, summary, progress)
         else:
-            import multiprocessing as mp
+            from tracekit.executors import worker_context
 
-            # forkserver, as ingest: safe when the caller has threads (duckdb, notebooks).
-            ctx = mp.get_context("spawn" if os.name == "nt" else "forkserver")
-            with ctx.Pool(workers, initializer=_init, initargs=(prof,)) as pool:
+            with ExitStack() as stack:
+                # A Ctrl-C while the pool starts its writers waits until the pool is whole and stopping
+                # it is this block's business (a writer left starting would print a traceback).
+                with interrupts.blocked():
+                    pool = stack.enter_context(worker_context().Pool(workers, initializer=_init, initargs=(prof,)))
                 _consume(pool.imap(_work, tasks, chunksize=4), manifest, summary, progress)
     summary.seconds = time.perf_counter() - started
     return summary

@@ -36,7 +36,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, OutputError
 from tracekit.writers.pytorch_et import DTYPES
 
 Profile = dict[str, Any]
@@ -254,7 +254,10 @@ def write_profile(profile: Profile, path: str | Path) -> Path:
     for key, value in header.items():
         lines.append(f"{_key(key)} = {_value(value)}")
     _tables(profile, [], lines)
-    path.write_text("\n".join(lines) + "\n")
+    try:
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise OutputError.of(exc, path) from exc
     return path
 
 

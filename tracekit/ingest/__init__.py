@@ -1,5 +1,22 @@
-"""`tracekit ingest`: trace files from many jobs into one dataset (see tracekit.ingest.run)."""
+"""`tracekit ingest`: trace files from many jobs into one dataset (see tracekit.ingest.run).
+
+`tracekit.ingest` names both this package and its function: importing the package (as
+`tracekit.generate` and `tracekit.report` do) makes Python set the package as the attribute
+`tracekit.ingest`, over the function the top-level module gives, so the package calls it too.
+"""
+
+import sys
+import types
+from typing import Any
 
 from tracekit.ingest.run import IngestReport, ingest
 
 __all__ = ["IngestReport", "ingest"]
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> IngestReport:
+        return ingest(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -158,8 +158,13 @@ def ingest(
             raise
         except BaseException as exc:
             committed = dataset.committed_run == run_id
-            if not committed and (isinstance(exc, KeyboardInterrupt) or interrupted()):
+            stopped = isinstance(exc, KeyboardInterrupt) or interrupted()
+            if stopped and not committed:
                 raise Interrupted() from exc
+            if stopped and not isinstance(exc, KeyboardInterrupt):
+                # Past the commit, an error the Ctrl-C caused (DuckDB's `RuntimeError: Query
+                # interrupted`) is the Ctrl-C: the run is written.
+                raise KeyboardInterrupt from exc
             raise
     return report
 

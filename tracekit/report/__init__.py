@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracekit.report.data import Scope
+from tracekit.report.data import ReportStep, Scope, Steps
 from tracekit.report.page import Section
 
-__all__ = ["ReportResult", "Scope", "build_report", "render_report"]
+__all__ = ["ReportResult", "ReportStep", "Scope", "build_report", "render_report"]
+
+Progress = Callable[[ReportStep], None]
 
 
 @dataclass
@@ -40,12 +43,14 @@ def render_report(
     scope: Scope | None = None,
     compare: str | Path | None = None,
     dataset_arg: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[str, ReportResult]:
     """The report's HTML and a summary (its `path` is empty until written).
 
     `compare` is another dataset, or a period of this one written `SINCE..UNTIL` (either side may be
     empty: `..2024-01-01`, `2024-01-01..`); the page then puts the two fleets side by side.
     `dataset_arg` is how the captions' `tracekit query` commands name the dataset (default: its path).
+    `progress` is called with each step done (a `ReportStep`: stage, done, total).
     """
     from tracekit._version import __version__
     from tracekit.report import page, sections
@@ -58,24 +63,27 @@ def render_report(
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     with open_dataset(dataset, scope) as ds:
         if compare is None:
-            data = load_report(ds, scope)
+            data = load_report(ds, scope, progress)
         else:
             from tracekit.report.data import ReportData
 
-            data = ReportData(load_fleet(ds))
+            data = ReportData(load_fleet(ds, progress))
     query_seconds = data.fleet.query_seconds + sum(j.query_seconds for j in data.job_sections)
     if compare is not None:
         from tracekit.report.compare import compare_sections, resolve_other
 
         other_path, other_scope, other_name = resolve_other(dataset, scope, compare)
         with open_dataset(other_path, other_scope) as other_ds:
-            other = load_fleet(other_ds)
+            other = load_fleet(other_ds, progress, stage=f"queries of {other_name}")
         query_seconds += other.query_seconds
         title = f"tracekit report: {name} ({scope.describe()}) against {other_name}"
+        steps = Steps(progress, "page", 2)  # the figures, then the page
         body = compare_sections(data.fleet, other, _side_name(name, scope), other_name)
     else:
         title = f"tracekit report: {name}"
+        steps = Steps(progress, "page", 2)
         body = sections.report_sections(data) if not data.fleet.empty else [_empty(scope)]
+    steps.tick()
     from tracekit.report import headlines
 
     lead = (
@@ -98,6 +106,7 @@ def render_report(
         footer=f"tracekit {__version__} · {now} · every figure's numbers: tracekit query NAME {arg}",
     )
     html = page.render(doc)
+    steps.tick()
     figures = sum(len(s.figures) for s in body)
     result = ReportResult(
         path=Path(),
@@ -117,13 +126,23 @@ def build_report(
     scope: Scope | None = None,
     compare: str | Path | None = None,
     dataset_arg: str | None = None,
+    progress: Progress | None = None,
 ) -> ReportResult:
-    """Write the report on `dataset` (the jobs `scope` selects) to `out`, replacing it at once when it is complete."""
-    html, result = render_report(dataset, scope, compare, dataset_arg)
+    """Write the report on `dataset` (the jobs `scope` selects) to `out`, replacing it at once when it is
+    complete; `progress` as for `render_report`."""
+    from tracekit.errors import OutputError
+
     out = Path(out)
+    if out.is_dir():  # checked first: the page is not made for nothing
+        raise OutputError(f"{out}: cannot write (Is a directory: name the file, e.g. {out / 'report.html'})")
+    html, result = render_report(dataset, scope, compare, dataset_arg, progress)
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    temporary.write_text(html, encoding="utf-8")
-    os.replace(temporary, out)
+    try:
+        temporary.write_text(html, encoding="utf-8")
+        os.replace(temporary, out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise OutputError(f"{out}: cannot write ({exc.strerror or exc})") from exc
     result.path = out
     return result
 

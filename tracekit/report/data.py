@@ -10,11 +10,13 @@ answers for the selection unchanged.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracekit import interrupts
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
 from tracekit.schema import TABLES
@@ -80,9 +82,9 @@ class ScopedDataset(TraceDataset):
         import duckdb
 
         con = duckdb.connect()
+        interrupts.watch(con)
         con.execute("SET enable_progress_bar = false")
-        path = str(self.dataset.db_path).replace("'", "''")
-        con.execute(f"ATTACH '{path}' AS source (READ_ONLY)")
+        self.dataset.attach_read_only(con, "source")
         con.execute(
             "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
             "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
@@ -116,13 +118,50 @@ def open_dataset(path: str | Path, scope: Scope | None = None) -> TraceDataset:
     return ScopedDataset(path, scope)
 
 
+@dataclass(frozen=True)
+class ReportStep:
+    """How far a report is: `done` of the `total` steps of `stage` (a query, a job's replay, the page)."""
+
+    stage: str
+    done: int
+    total: int
+
+
+class Steps:
+    """Counts the steps of one stage for a progress callback: (0, total) first, then one per step."""
+
+    def __init__(self, progress: Callable[[ReportStep], None] | None, stage: str, total: int) -> None:
+        self.progress = progress if total > 0 else None
+        self.stage, self.total, self.done = stage, total, 0
+        self._report()
+
+    def tick(self) -> None:
+        self.done += 1
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(ReportStep(self.stage, self.done, self.total))
+
+
+# The steps of `load_fleet` (job_class, then 9 queries, the trend one where jobs have dates) and of
+# `load_job` (5 queries and the replay of the job).
+FLEET_STEPS = 10
+JOB_STEPS = 6
+
+
 class Runner:
     """Runs queries on one dataset and keeps the time they took (the benchmark compares it to the whole report)."""
 
-    def __init__(self, ds: TraceDataset) -> None:
+    def __init__(self, ds: TraceDataset, steps: Steps | None = None) -> None:
         self.ds = ds
         self.seconds = 0.0
         self.runs: list[tuple[str, float]] = []
+        self.steps = steps
+
+    def tick(self) -> None:
+        if self.steps is not None:
+            self.steps.tick()
 
     def frame(self, name: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
         """The query's result as a polars frame, with 128-bit integers and decimals as floats."""
@@ -133,6 +172,7 @@ class Runner:
         took = time.perf_counter() - began
         self.seconds += took
         self.runs.append((name, took))
+        self.tick()
         wide = [c for c, t in frame.schema.items() if t == pl.Int128 or isinstance(t, pl.Decimal)]
         return frame.with_columns(pl.col(wide).cast(pl.Float64)) if wide else frame
 
@@ -233,10 +273,13 @@ def classify_once(run: Runner) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE report_job_class AS SELECT * FROM job_class")
     con.execute("CREATE OR REPLACE TEMP VIEW job_class AS SELECT * FROM report_job_class")
     run.seconds += time.perf_counter() - began
+    run.tick()
 
 
-def load_fleet(ds: TraceDataset) -> FleetData:
-    run = Runner(ds)
+def load_fleet(
+    ds: TraceDataset, progress: Callable[[ReportStep], None] | None = None, stage: str = "fleet queries"
+) -> FleetData:
+    run = Runner(ds, Steps(progress, stage, FLEET_STEPS))
     classify_once(run)
     overview_frame = run.frame("dataset_overview")
     overview = overview_frame.to_dicts()[0] if overview_frame.height else {}
@@ -254,12 +297,14 @@ def load_fleet(ds: TraceDataset) -> FleetData:
         period=period,
         fabrics=run.frame("fabric_slowdown_by_class"),
     )
+    if period is None:
+        run.tick()  # no dates: no trend to query
     fleet.query_seconds = run.seconds
     return fleet
 
 
-def load_job(ds: TraceDataset, job: dict[str, Any]) -> JobData:
-    run = Runner(ds)
+def load_job(ds: TraceDataset, job: dict[str, Any], steps: Steps | None = None) -> JobData:
+    run = Runner(ds, steps)
     job_id = job["job_id"]
     gpus = job.get("job_gpus") or 0
     cell = 1 if gpus <= MATRIX_RANKS else 8
@@ -273,6 +318,7 @@ def load_job(ds: TraceDataset, job: dict[str, Any]) -> JobData:
         ranks_per_cell=cell,
         hosts=host_traffic(ds, job_id),
     )
+    run.tick()
     data.query_seconds = run.seconds
     return data
 
@@ -329,9 +375,10 @@ def pick_jobs(jobs: pl.DataFrame, wanted: tuple[str, ...]) -> tuple[list[dict[st
     return picked, []
 
 
-def load_report(ds: TraceDataset, scope: Scope) -> ReportData:
-    fleet = load_fleet(ds)
+def load_report(ds: TraceDataset, scope: Scope, progress: Callable[[ReportStep], None] | None = None) -> ReportData:
+    fleet = load_fleet(ds, progress)
     picked, missing = pick_jobs(fleet.jobs, scope.jobs)
     if scope.jobs and not picked:
         raise InputError(f"no job named {', '.join(scope.jobs)} (`tracekit query job_overview` lists them)")
-    return ReportData(fleet, [load_job(ds, job) for job in picked], missing)
+    steps = Steps(progress, "job sections", JOB_STEPS * len(picked))
+    return ReportData(fleet, [load_job(ds, job, steps) for job in picked], missing)
