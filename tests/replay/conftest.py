@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -12,7 +13,7 @@ import pytest
 from tracekit.ingest import ingest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("TRACEKIT_SHARED", ROOT.parent / "shared"))  # ../shared beside the project
 PUBLIC = SHARED / "traces" / "public"
 SIMCHECK = SHARED / "simcheck"
 MICROBENCHMARKS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
