@@ -65,7 +65,7 @@ def test_astra_sim_microbenchmarks_give_the_textbook_byte_totals(
     assert (flows["src_rank"] != flows["dst_rank"]).all()
     assert result.timing == "dependency replay"  # Chakra microbenchmarks carry no timestamps
     # the first flows start after NCCL's base latency of the collective's algorithm and protocol
-    first = flows.filter(pl.col("step") == 0)["start_s"]
+    first = flows.filter(pl.col("step") == 0)["start_s"].to_numpy()
     assert first.min() == first.max() and 0 <= first.max() < 20e-6
 
 

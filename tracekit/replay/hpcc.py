@@ -32,6 +32,7 @@ from tracekit.errors import InputError
 from tracekit.replay.network import network_flows, split_large
 
 if TYPE_CHECKING:
+    import numpy as np
     import polars as pl
 
     from tracekit.fabric.topology import Network
@@ -109,7 +110,7 @@ def _own_nic(result: Replay, end: str) -> pl.Expr:
     return pl.coalesce(pl.col(f"{end}_nic"), pl.col(f"{end}_host") * result.placement.nics + local).alias(f"{end}_nic")
 
 
-def _arange(n: int) -> object:
+def _arange(n: int) -> np.ndarray:
     import numpy as np
 
     return np.arange(n)

@@ -35,7 +35,7 @@ class Stamped:
     pxn: np.ndarray  # bool
 
 
-def part_bytes(total: np.ndarray, den: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def part_bytes(total: np.ndarray, den: int | np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Bytes in parts [lo, hi) of `total` cut into `den` parts (part p: total // den, +1 when p < total % den)."""
     import numpy as np
 

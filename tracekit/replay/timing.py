@@ -170,7 +170,7 @@ def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
     """The fabric's view of the hosts a flows table uses (tracekit.fabric.Endpoints)."""
     hosts = 1
     if flows.height:
-        hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type]
+        hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type, type-var]
     return endpoints_of(placement, hosts)
 
 

@@ -773,7 +773,7 @@ def fabric_slowdown(frame: pl.DataFrame) -> Spec:
         "p10:Q", title="slowdown over the ideal fabric (×)", scale=alt.Scale(domain=[1.0, high * 1.02], nice=False)
     )
     y = alt.Y("row:N", title=None, sort=None, axis=alt.Axis(labelLimit=220))
-    tooltip = ["class:N", "fabric:N", "routing:N", alt.Tooltip("jobs:Q", format=","),
+    tooltip: list[Any] = ["class:N", "fabric:N", "routing:N", alt.Tooltip("jobs:Q", format=","),
                *(alt.Tooltip(f"{c}:Q", format=".3f") for c in ("p10", "p25", "median", "p75", "p90", "max")),
                alt.Tooltip("slowed_share:Q", title="jobs slowed > 10%", format=".0%")]  # fmt: skip
     base = alt.Chart(data).encode(y=y, color=color, tooltip=tooltip)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.replay.layout import group_layout
+from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.topology import model
 from tracekit.replay.placement import Placement
@@ -109,13 +109,13 @@ def test_the_p2p_channels_per_peer_shrink_with_the_job() -> None:
     assert per_peer == {16: 4, 32: 4, 64: 2, 128: 1}
 
 
-def _per_host_reference(layout: object, placement: Placement, options: NcclOptions) -> dict[str, np.ndarray]:
+def _per_host_reference(layout: GroupLayout, placement: Placement, options: NcclOptions) -> dict[str, np.ndarray]:
     """The rings and trees built host by host, channel by channel (the model's first, plain form)."""
     from tracekit.replay.nccl import topology as t
     from tracekit.replay.nccl.trees import dtree
 
     nodes = t._nodes(layout)
-    n = layout.n  # type: ignore[attr-defined]
+    n = layout.n
     graph, speed, _ = t._graph_channels(nodes, placement, options)
     coll = t._coll_channels(graph, speed, len(nodes), placement, options)
     base = t._base_channels(nodes, placement)

@@ -14,12 +14,15 @@ connections it does not list) stays the model's, and the notes say so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
 from tracekit.parsers.nccl_log import LogComm, NcclLog, read_nccl_log
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tracekit.replay.layout import GroupLayout
     from tracekit.replay.nccl.comm import CommTopology
     from tracekit.replay.nccl.options import NcclOptions
@@ -58,7 +61,7 @@ def _check_hosts(log: NcclLog, comm: LogComm, layout: GroupLayout) -> None:
         )
 
 
-def _groups(groups: dict[object, set[int]]) -> str:
+def _groups(groups: Mapping[Any, set[int]]) -> str:
     shown = sorted(sorted(g) for g in groups.values())[:3]
     text = " ".join("{" + ",".join(map(str, g[:8])) + ("..." if len(g) > 8 else "") + "}" for g in shown)
     return text + (" ..." if len(groups) > 3 else "")
@@ -128,11 +131,11 @@ def _nics(
     comm: LogComm,
     layout: GroupLayout,
     placement: Placement,
-    ring: object,
-    parent: object,
+    ring: np.ndarray,
+    parent: np.ndarray,
     base: CommTopology,
     channels: int,
-) -> tuple[object, object, object]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     import numpy as np
 
     pos = layout.position_of_member
@@ -142,7 +145,7 @@ def _nics(
     mapping = _nic_mapping(log, comm, layout, placement)
     successor = np.zeros((channels, layout.n), dtype=np.int64)
     for c in range(channels):
-        successor[c, ring[c]] = np.roll(ring[c], -1)  # type: ignore[index]
+        successor[c, ring[c]] = np.roll(ring[c], -1)
     for conn in comm.connections:
         if conn.conn != 0 or conn.channel >= channels or max(conn.src, conn.dst) >= layout.n:
             continue
@@ -156,7 +159,7 @@ def _nics(
         c = conn.channel
         if successor[c, a] == b:
             (send if conn.direction == "send" else recv)[c, a if conn.direction == "send" else b] = nic
-        elif parent[c, a] == b or parent[c, b] == a:  # type: ignore[index]
+        elif parent[c, a] == b or parent[c, b] == a:
             tree_nic[c, layout.hosts == layout.hosts[a if conn.direction == "send" else b]] = nic
     return send, recv, tree_nic
 
