@@ -15,6 +15,8 @@ from tracekit.errors import InputError
 from tracekit.ingest import ingest
 from tracekit.parsers.common.values import MAX_RANKS
 from tracekit.queries import load_query, query_call, query_header, query_names, query_param_specs, query_params
+from tracekit.replay import Placement
+from tracekit.replay.fleet import FleetSettings, replay_fleet, store
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0, "job_id": "moe_alltoall", "ranks_per_cell": 1}
@@ -32,6 +34,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert ingest([SAMPLES / "captured" / "pipeline_p2p"], root / "ds", label="llm-3d:pipeline").ok
     # Real all-to-allv with recorded splits and profiler timing.
     assert ingest([SAMPLES / "captured" / "moe_alltoall"], root / "ds").ok
+    # The fleet replay's tables (replay_jobs, replay_fabrics), which fabric_slowdown_by_class reads.
+    one_gpu_per_host = FleetSettings(placement=Placement(gpus_per_host=1))  # so that every job uses the network
+    store(replay_fleet(root / "ds", one_gpu_per_host, workers=1), root / "ds")
     return root / "ds"
 
 

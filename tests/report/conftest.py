@@ -35,10 +35,10 @@ def browser() -> Iterator[Browser]:
 def timed_fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated fleet of the sample profile, every job replayed and timed (`tracekit replay --fleet`)."""
     from tracekit.generate import generate_fleet, load_profile
-    from tracekit.replay.fleet import FleetSettings, default_fabrics, replay_fleet, store
+    from tracekit.replay.fleet import FleetSettings, replay_fleet, store
 
     root = tmp_path_factory.mktemp("timed")
     generate_fleet(root / "fleet", 80, 1, load_profile("sample"))
     assert ingest([root / "fleet"], root / "ds").ok
-    store(replay_fleet(root / "ds", FleetSettings(fabrics=default_fabrics(), seeds=2), workers=2), root / "ds")
+    store(replay_fleet(root / "ds", FleetSettings(seeds=2), workers=2), root / "ds")
     return root / "ds"

@@ -125,7 +125,7 @@ def test_report_shows_progress_on_a_terminal_only(one_job_dataset: Path, tmp_pat
     os.close(leader)
     assert proc.wait(timeout=120) == 0, shown
     text = shown.decode(errors="replace")
-    assert re.search(r"fleet queries.*\b\d+/10\b", text), text
+    assert re.search(r"fleet queries.*\b\d+/11\b", text), text
     assert "job sections" in text and "report: 1 job" in text
     piped = run_tracekit("report", one_job_dataset, "-o", tmp_path / "p.html")
     assert piped.returncode == 0 and piped.stderr.splitlines() == [piped.stderr.strip()], piped.stderr

@@ -53,7 +53,7 @@ class FleetSettings:
     placement: Placement = field(default_factory=Placement)
     options: NcclOptions = field(default_factory=NcclOptions)
     algorithm: str = "auto"
-    fabrics: tuple[FabricSpec, ...] = ()
+    fabrics: tuple[FabricSpec, ...] = field(default_factory=lambda: default_fabrics())  # () for none
     routings: tuple[str, ...] | None = DEFAULT_ROUTINGS
     seeds: int = DEFAULT_SEEDS
     ecmp_trials: int = 64
@@ -138,7 +138,7 @@ def replay_fleet(
     from tracekit.api import TraceDataset
     from tracekit.executors import open_executor
 
-    settings = settings or FleetSettings(fabrics=default_fabrics())
+    settings = settings or FleetSettings()
     with TraceDataset(dataset) as ds:
         names = jobs if jobs is not None else [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
     chunks = [names[i : i + CHUNK_JOBS] for i in range(0, len(names), CHUNK_JOBS)]

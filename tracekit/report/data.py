@@ -144,9 +144,9 @@ class Steps:
             self.progress(ReportStep(self.stage, self.done, self.total))
 
 
-# The steps of `load_fleet` (job_class, then 9 queries, the trend one where jobs have dates) and of
+# The steps of `load_fleet` (job_class, then 10 queries, the trend one where jobs have dates) and of
 # `load_job` (5 queries and the replay of the job).
-FLEET_STEPS = 10
+FLEET_STEPS = 11
 JOB_STEPS = 6
 
 
