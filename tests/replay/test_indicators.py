@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.fabric.topology import FabricSpec
 from tracekit.replay import NcclOptions, Placement, fleet_locality, host_matrix, replay
@@ -75,3 +78,20 @@ def test_host_matrix_holds_network_bytes_only(captured_dataset: Path) -> None:
     assert matrix["share"].max() == pytest.approx(1.0) and (matrix["src_host"] != matrix["dst_host"]).all()
     network = result.flows.filter(pl.col("link") == "network")["bytes"].sum()
     assert matrix["bytes"].sum() == network
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 5).flatmap(
+        lambda width: st.lists(
+            st.tuples(*[st.integers(-(1 << 40), 1 << 40) | st.integers(-3, 3) for _ in range(width)]),
+            min_size=1,
+            max_size=60,
+        )
+    )
+)
+def test_distinct_rows_are_numpys_distinct_rows(rows: list[tuple[int, ...]]) -> None:
+    from tracekit.replay.indicators import _rows
+
+    table = np.array(rows, dtype=np.int64)
+    assert np.array_equal(_rows(*table.T), np.unique(table, axis=0))

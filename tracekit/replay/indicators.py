@@ -210,7 +210,16 @@ def _rows(*columns: Any) -> Any:
 
     if not len(columns[0]):
         return np.zeros((0, len(columns)), dtype=np.int64)
-    return np.unique(np.stack(columns, axis=1), axis=0)
+    table = np.stack(columns, axis=1).astype(np.int64)
+    low = table.min(axis=0)
+    spans = table.max(axis=0) - low + 1
+    if float(np.prod(spans.astype(np.float64))) >= 2.0**62:  # no single key holds them: sort rows
+        return np.unique(table, axis=0)
+    # one integer per row (mixed radix, the first column most significant): np.unique(axis=0) sorts
+    # rows as structured records, ten times slower
+    radix = np.concatenate((np.cumprod(spans[::-1])[::-1][1:], [1]))
+    keys = np.unique((table - low) @ radix)
+    return (keys[:, None] // radix) % spans + low
 
 
 def _peers(n: dict[str, Any], src: str, dst: str, name: str) -> dict[str, Any]:

@@ -256,30 +256,21 @@ def waves(
     flows; those inside one step (a PXN relay and its send) are followed in a few passes."""
     import numpy as np
 
-    from tracekit.fabric.fairshare import max_min_rates, ranges
+    from tracekit.fabric.fairshare import ranges
 
     count = len(sizes)
     order = np.lexsort((np.arange(count), step))
     bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
-    entry_step = step[incidence.flow]
-    entries = np.argsort(entry_step, kind="stable")  # still sorted by flow within a step
-    entry_bounds = np.searchsorted(entry_step[entries], step[order][bounds[:-1]])
-    entry_bounds = np.r_[entry_bounds, len(entries)]
+    rates = _step_rates(incidence, capacity, count, order, bounds)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        moving = np.where(sizes > 0, sizes / rates, 0.0)
+    has_links = np.bincount(incidence.flow, minlength=count) > 0
+    durations = latency + np.where(has_links, moving, 0.0)
     start = np.zeros(count)
     end = np.full(count, np.inf)
-    local = np.zeros(count, dtype=np.int64)
     for w in range(len(bounds) - 1):
         members = order[bounds[w] : bounds[w + 1]]
-        local[members] = np.arange(len(members))
-        chosen = entries[entry_bounds[w] : entry_bounds[w + 1]]
-        ef = local[incidence.flow[chosen]]
-        keep = np.argsort(ef, kind="stable")
-        rates = max_min_rates(ef[keep], incidence.link[chosen][keep], incidence.weight[chosen][keep], len(members),
-                              capacity)  # fmt: skip
-        with np.errstate(divide="ignore", invalid="ignore"):
-            moving = np.where(sizes[members] > 0, sizes[members] / rates, 0.0)
-        has_links = np.bincount(ef, minlength=len(members)) > 0
-        duration = latency[members] + np.where(has_links, moving, 0.0)
+        duration = durations[members]
         counts = ptr[members + 1] - ptr[members]
         flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
         owner = np.repeat(np.arange(len(members)), counts)
@@ -294,6 +285,23 @@ def waves(
             if settled or not len(flat):
                 break
     return start, end
+
+
+def _step_rates(incidence: Any, capacity: Any, count: int, order: Any, bounds: Any) -> Any:
+    """Every flow's max-min fair rate among the flows of its step, all steps in one solve: each step
+    gets its own copy of the links it uses (steps do not share bandwidth, and the fair share of
+    disjoint parts is each part's own)."""
+    import numpy as np
+
+    from tracekit.fabric.fairshare import max_min_rates
+
+    wave = np.empty(count, dtype=np.int64)
+    wave[order] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    links = len(capacity)
+    copies, link = np.unique(wave[incidence.flow] * links + incidence.link, return_inverse=True)
+    by_flow = np.argsort(incidence.flow, kind="stable")
+    return max_min_rates(incidence.flow[by_flow], link.reshape(-1)[by_flow], incidence.weight[by_flow], count,
+                         capacity[copies % links])  # fmt: skip
 
 
 def _within_capacity(
