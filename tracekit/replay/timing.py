@@ -35,8 +35,10 @@ The collective itself starts:
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     import polars as pl
@@ -118,6 +120,7 @@ class Timer:
         # and routing: timed once (a single-host job's collectives, most of a fleet's jobs).
         self._inside = [not bool((shape.flows["link"] == NET).any()) for shape in shapes.shapes]
         self._timed_inside: dict[tuple[int, bool, float], tuple[Any, Any, float]] = {}
+        self._structures: dict[int, bytes] = {}  # a shape's structure digest, taken once for all its runs
 
     def run(self, network: Network, routing: str | None = None, seed: int = 0, exact: bool = False) -> TimedRun:
         import numpy as np
@@ -136,9 +139,11 @@ class Timer:
                 continue
             protocol = shape.protocol if shape.protocol in PROTOCOLS else "Simple"
             base = BASE_LATENCY.get(shape.algorithm, (0.0, 0.0, 0.0))[PROTOCOLS.index(protocol)] * 1e-6
+            if index not in self._structures:
+                self._structures[index] = structure_digest(shape.flows)
             start, end, total, incidence, sizes = _solve(
                 shape.flows, shape.algorithm, protocol, base, network, routing, seed, exact,
-                self.shapes.placement.intra_host,
+                self.shapes.placement.intra_host, self._structures[index],
             )  # fmt: skip
             solved.append((start, end, total))
             if self._inside[index]:
@@ -216,75 +221,189 @@ def _routed(flows: dict[str, Any], protocol: str, network: Network, routing: str
 
 def _solve(
     flows: dict[str, Any], algorithm: str, protocol: str, base_s: float, network: Network, routing: str | None,
-    seed: int, exact: bool = False, intra_link: str = "nvlink",
+    seed: int, exact: bool = False, intra_link: str = "nvlink", structure: bytes | None = None,
 ) -> tuple[Any, Any, float, Any, Any]:  # fmt: skip
     """Start and end (relative to the collective's start) of a shape's flows, the collective's duration,
     and the flows' incidence and wire sizes on the network."""
     import numpy as np
 
     from tracekit.fabric.fluid import simulate
+
+    ptr, idx = flows["dep_ptr"], flows["dep_idx"]
+    sizes = flows["bytes"] * WIRE_FACTOR[protocol]
+    release = np.full(len(sizes), base_s)
+    if exact:
+        incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
+        result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
+        start, end = result.start_s, result.end_s
+    else:
+        plan = _plan(flows, algorithm, protocol, network, routing, seed, intra_link, structure)
+        incidence, latency = plan.incidence, plan.latency
+        start, end = plan.times(sizes, release, ptr, idx)
+        start, end = _within_capacity(start, end, incidence, sizes, network.capacity_Bps, base_s, latency)
+    end = np.where(np.isfinite(end), end, base_s)
+    return start, end, float(end.max(initial=base_s)), incidence, sizes
+
+
+def _routing_and_latency(
+    flows: dict[str, Any], algorithm: str, protocol: str, network: Network, routing: str | None, seed: int,
+    intra_link: str,
+) -> tuple[Any, Any]:  # fmt: skip
+    """A shape's flows routed on the network, and the latency each pays before moving its bytes."""
+    import numpy as np
+
     from tracekit.fabric.routing import route
     from tracekit.replay.algorithms.base import NET
     from tracekit.replay.nccl.tuning import HW_LATENCY, PROTOCOLS
 
-    net = flows["link"] == NET
     incidence = route(network, _ends(flows), routing, seed)
-    ptr, idx = flows["dep_ptr"], flows["dep_idx"]
     p = PROTOCOLS.index(protocol)
     table = "tree" if algorithm == "tree" else "ring"
-    intra = LINK_CLASS[intra_link]
-    hops = np.array([HW_LATENCY[intra][table][p], HW_LATENCY["net"][table][p]]) * 1e-6
-    latency = np.where(net, hops[1], hops[0])
-    latency = np.where(_follows(flows, ptr, idx), 0.0, latency) + incidence.path_latency_s
-    release = np.full(len(net), base_s)
-    sizes = flows["bytes"] * WIRE_FACTOR[protocol]
-    if exact:
-        result = simulate(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx)
-        start, end = result.start_s, result.end_s
-    else:
-        start, end = waves(incidence, network.capacity_Bps, sizes, release, latency, ptr, idx, flows["step"])
-        start, end = _within_capacity(start, end, incidence, sizes, network.capacity_Bps, base_s, latency)
-    end = np.where(np.isfinite(end), end, base_s)
-    return start, end, float(end.max(initial=base_s)), incidence, sizes
+    hops = np.array([HW_LATENCY[LINK_CLASS[intra_link]][table][p], HW_LATENCY["net"][table][p]]) * 1e-6
+    latency = np.where(flows["link"] == NET, hops[1], hops[0])
+    latency = np.where(_follows(flows, flows["dep_ptr"], flows["dep_idx"]), 0.0, latency) + incidence.path_latency_s
+    return incidence, latency
+
+
+@dataclass
+class WavePlan:
+    """What the waves timing of a shape needs besides its sizes: its routing, latencies, steps and each
+    flow's fair-share rate in its step. None of it depends on the bytes, so collectives of the same
+    structure and any sizes (the same group and algorithm in another job, another message size) share it."""
+
+    incidence: Any
+    latency: Any
+    order: Any  # flows by step
+    bounds: Any  # where each step starts in `order`
+    rates: Any  # bytes/s per flow (0 for a flow crossing no link)
+    has_links: Any
+
+    @classmethod
+    def build(cls, incidence: Any, capacity: Any, latency: Any, step: Any) -> WavePlan:
+        import numpy as np
+
+        count = len(step)
+        order = np.lexsort((np.arange(count), step))
+        bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
+        rates = _step_rates(incidence, capacity, count, order, bounds)
+        has_links = np.bincount(incidence.flow, minlength=count) > 0
+        return cls(incidence, latency, order, bounds, rates, has_links)
+
+    def nbytes(self) -> int:
+        arrays = (self.latency, self.order, self.bounds, self.rates, self.has_links, *vars(self.incidence).values())
+        return sum(int(getattr(a, "nbytes", 0)) for a in arrays)
+
+    def times(self, sizes: Any, release: Any, ptr: Any, idx: Any) -> tuple[Any, Any]:
+        """Start and end of every flow: each after the flows it waits for, moving its bytes at its
+        step's rate. Dependencies inside one step (a PXN relay and its send) are followed in a few passes."""
+        import numpy as np
+
+        from tracekit.fabric.fairshare import ranges
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            moving = np.where(sizes > 0, sizes / self.rates, 0.0)
+        durations = self.latency + np.where(self.has_links, moving, 0.0)
+        count = len(sizes)
+        start = np.zeros(count)
+        end = np.full(count, np.inf)
+        order, bounds = self.order, self.bounds
+        for w in range(len(bounds) - 1):
+            members = order[bounds[w] : bounds[w + 1]]
+            duration = durations[members]
+            counts = ptr[members + 1] - ptr[members]
+            flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
+            owner = np.repeat(np.arange(len(members)), counts)
+            ready = release[members].astype(np.float64)
+            for _ in range(8):  # dependencies inside the step are at most a few hops deep (PXN relay, then send)
+                waited = ready.copy()
+                if len(flat):
+                    np.maximum.at(waited, owner, end[flat])
+                settled = np.array_equal(start[members], waited) and np.isfinite(waited).all()
+                start[members] = waited
+                end[members] = waited + duration
+                if settled or not len(flat):
+                    break
+        return start, end
 
 
 def waves(
     incidence: Any, capacity: Any, sizes: Any, release: Any, latency: Any, ptr: Any, idx: Any, step: Any
 ) -> tuple[Any, Any]:
     """Start and end of every flow: the max-min fair rates of each step's flows in flight together, then
-    every flow after the flows it waits for (see the module docstring). Dependencies point to earlier
-    flows; those inside one step (a PXN relay and its send) are followed in a few passes."""
+    every flow after the flows it waits for (see the module docstring)."""
+    return WavePlan.build(incidence, capacity, latency, step).times(sizes, release, ptr, idx)
+
+
+# Wave plans kept per process, by the structure of the shape and the network (a fleet's jobs repeat
+# their groups and algorithms with other sizes: 4,911 distinct structures among the 19,795 shapes
+# timed for 300 generated jobs), least recently used dropped beyond this many bytes.
+PLAN_CACHE_BYTES = 256 << 20
+_PLANS: OrderedDict[bytes, WavePlan] = OrderedDict()
+_PLAN_BYTES = [0]
+_NETWORK_KEYS: WeakKeyDictionary[Network, bytes] = WeakKeyDictionary()
+# The flow columns a plan depends on (everything but the bytes).
+_STRUCTURE = ("link", "src_nic", "dst_nic", "src_gpu", "dst_gpu", "src_rank", "dst_rank", "channel", "qp", "step",
+              "dep_ptr", "dep_idx")  # fmt: skip
+
+
+def _plan(
+    flows: dict[str, Any], algorithm: str, protocol: str, network: Network, routing: str | None, seed: int,
+    intra_link: str, structure: bytes | None = None,
+) -> WavePlan:  # fmt: skip
+    key = _digest(
+        [],
+        structure if structure is not None else structure_digest(flows),
+        repr((algorithm, protocol, routing, seed, intra_link)).encode(),
+        _network_key(network),
+    )
+    plan = _PLANS.get(key)
+    if plan is not None:
+        _PLANS.move_to_end(key)
+        return plan
+    incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
+    plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"])
+    size = plan.nbytes()
+    if size <= PLAN_CACHE_BYTES // 4:
+        _PLANS[key] = plan
+        _PLAN_BYTES[0] += size
+        while _PLAN_BYTES[0] > PLAN_CACHE_BYTES:
+            _, dropped = _PLANS.popitem(last=False)
+            _PLAN_BYTES[0] -= dropped.nbytes()
+    return plan
+
+
+def structure_digest(flows: dict[str, Any]) -> bytes:
+    """A digest of what a shape's timing depends on besides its bytes and the network."""
+    return _digest([flows[name] for name in _STRUCTURE])
+
+
+def _network_key(network: Network) -> bytes:
+    key = _NETWORK_KEYS.get(network)
+    if key is None:
+        import numpy as np
+
+        fields = vars(network)
+        arrays = [v for v in fields.values() if isinstance(v, np.ndarray)]
+        scalars = repr(sorted((k, repr(v)) for k, v in fields.items() if not isinstance(v, np.ndarray))).encode()
+        key = _NETWORK_KEYS[network] = _digest(arrays, scalars)
+    return key
+
+
+def _digest(arrays: list[Any], *extra: bytes) -> bytes:
+    """A digest of arrays (their dtype, shape and values) and some bytes."""
+    import hashlib
+
     import numpy as np
 
-    from tracekit.fabric.fairshare import ranges
-
-    count = len(sizes)
-    order = np.lexsort((np.arange(count), step))
-    bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
-    rates = _step_rates(incidence, capacity, count, order, bounds)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        moving = np.where(sizes > 0, sizes / rates, 0.0)
-    has_links = np.bincount(incidence.flow, minlength=count) > 0
-    durations = latency + np.where(has_links, moving, 0.0)
-    start = np.zeros(count)
-    end = np.full(count, np.inf)
-    for w in range(len(bounds) - 1):
-        members = order[bounds[w] : bounds[w + 1]]
-        duration = durations[members]
-        counts = ptr[members + 1] - ptr[members]
-        flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
-        owner = np.repeat(np.arange(len(members)), counts)
-        ready = release[members].astype(np.float64)
-        for _ in range(8):  # dependencies inside the step are at most a few hops deep (PXN relay, then send)
-            waited = ready.copy()
-            if len(flat):
-                np.maximum.at(waited, owner, end[flat])
-            settled = np.array_equal(start[members], waited) and np.isfinite(waited).all()
-            start[members] = waited
-            end[members] = waited + duration
-            if settled or not len(flat):
-                break
-    return start, end
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    for e in extra:
+        h.update(len(e).to_bytes(8, "little"))
+        h.update(e)
+    return h.digest()
 
 
 def _step_rates(incidence: Any, capacity: Any, count: int, order: Any, bounds: Any) -> Any:

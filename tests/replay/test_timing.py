@@ -1,0 +1,63 @@
+"""The waves timing's plans (tracekit.replay.timing): shared between shapes of one structure, never
+changing a result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import tracekit
+from tracekit.fabric.presets import preset
+from tracekit.replay import Placement, timing
+from tracekit.replay.fleet import FleetSettings, replay_jobs
+from tracekit.replay.shapes import JobShapes
+from tracekit.replay.timing import Timer
+
+PLACEMENT = Placement(gpus_per_host=2)  # the captured jobs' 4 ranks on 2 hosts: traffic crosses the network
+
+
+def _shapes(dataset: Path, job: str) -> JobShapes:
+    from tracekit.replay.collectives import load_jobs
+    from tracekit.replay.decompose import decompose
+    from tracekit.replay.shapes import job_shapes
+
+    with tracekit.open(dataset) as ds:
+        [(_, matched)] = list(load_jobs(ds, [job]))
+    assert not isinstance(matched, Exception)
+    parts = decompose(matched, PLACEMENT, unique=True)
+    comm_type = dict(zip(matched.collectives["collective_id"].to_list(), matched.collectives["comm_type"].to_list(),
+                         strict=True))  # fmt: skip
+    return job_shapes(job, matched.world_size, parts, comm_type, PLACEMENT)
+
+
+def test_a_shape_of_the_same_structure_and_other_sizes_is_timed_as_if_alone(captured_dataset: Path) -> None:
+    shapes = _shapes(captured_dataset, "fsdp_mlp")
+    network = preset("clos2-2to1").build(shapes.network())
+    timing._PLANS.clear()
+    alone = Timer(shapes).run(network, "ecmp", 3)
+    assert timing._PLANS  # the plans are kept ...
+    for shape in shapes.shapes:  # ... and another job with the same groups and three times the bytes
+        shape.flows["bytes"] = shape.flows["bytes"] * 3
+    shared = Timer(shapes).run(network, "ecmp", 3)
+    timing._PLANS.clear()
+    fresh = Timer(shapes).run(network, "ecmp", 3)
+    for (s1, e1, t1), (s2, e2, t2) in zip(shared.solved, fresh.solved, strict=True):
+        assert np.array_equal(s1, s2) and np.array_equal(e1, e2) and t1 == t2
+    assert np.array_equal(shared.link_bytes, fresh.link_bytes)
+    assert shared.communication_s(shapes) > alone.communication_s(shapes)  # the sizes did count
+
+
+def test_a_fleets_rows_do_not_depend_on_what_its_worker_timed_before(captured_dataset: Path) -> None:
+    settings = FleetSettings(PLACEMENT, fabrics=(preset("clos2-2to1"),), seeds=2)
+    with tracekit.open(captured_dataset) as ds:
+        jobs = [row[0] for row in ds.sql("select job_id from jobs order by job_id").fetchall()]
+        timing._PLANS.clear()
+        together = {o.job: o.fabrics for o in replay_jobs(ds, jobs, settings)}
+        for job in jobs:
+            timing._PLANS.clear()
+            [alone] = list(replay_jobs(ds, [job], settings))
+            if alone.fabrics is None:
+                assert together[job] is None
+            else:
+                assert together[job] is not None and alone.fabrics.equals(together[job])
