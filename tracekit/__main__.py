@@ -20,8 +20,12 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     finally:
         # The command is over and its exit code decided: a late Ctrl-C (or a library echoing the
-        # one it handled) must not kill the interpreter while it shuts down.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # one it handled) must not kill the interpreter while it shuts down. signal.signal first runs
+        # the handler of a SIGINT still pending (one that reached another thread): that one too.
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shlex
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -697,7 +698,7 @@ def _replay_fleet(
         console.print(
             f"{result.jobs.height:,} jobs replayed ({len(result.skipped):,} skipped) on "
             f"{result.fabrics['fabric'].n_unique():,} fabrics → tables replay_jobs, replay_fabrics of {dataset} "
-            f"and {out}; query: tracekit query {dataset} \"select * from replay_fabrics where comm_type = 'all'\"",
+            f"and {out}; query: tracekit query fabric_slowdown_by_class {shlex.quote(str(dataset))}",
             highlight=False, soft_wrap=True,
         )  # fmt: skip
     if result.skipped:
@@ -848,28 +849,31 @@ def _write_frame(frame: Any, kind: str, out: Path) -> None:
 
 
 def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"job {_escape(result.job)}: collectives timed per fabric", title_justify="left")
-    for name in (
-        "fabric",
-        "routing",
-        "collectives",
-        "time",
-        "p95",
-        "ideal",
-        "slowdown",
-        "p95 slowdown",
-        "busiest link",
-    ):
-        table.add_column(name, justify="left" if name in ("fabric", "routing", "collectives") else "right")
-    for row in result.table.iter_rows(named=True):
-        table.add_row(
-            _escape(row["fabric"]), row["routing"], f"{row['comm_type']} ({row['collectives']:,})", _ms(row["time_s"]),
-            _ms(row["time_p95_s"]), _ms(row["ideal_s"]), f"{row['slowdown']:.2f}x", f"{row['slowdown_p95']:.2f}x",
-            "-" if row["busiest_link_utilisation"] is None else f"{row['busiest_link_utilisation']:.0%}",
-        )  # fmt: skip
-    console.print(table)
+    rows = result.table.rows(named=True)
+    columns: dict[str, list[str]] = {
+        "fabric": [_escape(r["fabric"]) for r in rows],
+        "routing": [r["routing"] for r in rows],
+        "collectives": [f"{r['comm_type']} ({r['collectives']:,})" for r in rows],
+        "ms": [_ms(r["time_s"]) for r in rows],
+        "p95 ms": [_ms(r["time_p95_s"]) for r in rows],
+        "ideal ms": [_ms(r["ideal_s"]) for r in rows],
+        "slowdown": [f"{r['slowdown']:.2f}x" for r in rows],
+        "p95": [f"{r['slowdown_p95']:.2f}x" for r in rows],
+        "busiest link": ["-" if r["busiest_link_utilisation"] is None else f"{r['busiest_link_utilisation']:.0%}"
+                         for r in rows],
+    }  # fmt: skip
+    table = Table(title=f"job {_escape(result.job)}: collectives timed per fabric", title_justify="left",
+                  box=box.SIMPLE_HEAD)  # fmt: skip
+    widths = [max(len(name), *map(len, values)) for name, values in columns.items()]
+    for (name, _), width in zip(columns.items(), widths, strict=True):  # whole values, never cut to fit
+        table.add_column(name, justify="left" if name in ("fabric", "routing", "collectives") else "right",
+                         min_width=width, no_wrap=True)  # fmt: skip
+    for values in zip(*columns.values(), strict=True):
+        table.add_row(*values)
+    console.print(table, width=max(console.width, sum(widths) + 3 * len(widths) + 2), crop=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {_escape(note)}", highlight=False, soft_wrap=True)
     if out is not None:
@@ -877,7 +881,7 @@ def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
 
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:,.3f} ms"
+    return "-" if seconds is None else f"{seconds * 1e3:,.3f}"
 
 
 class _steps:

@@ -127,3 +127,35 @@ def test_ctrl_c_while_duckdb_runs_a_query_says_interrupted_and_exits_130(
     looks for one only between its tasks: the statement is interrupted at once all the same."""
     result = _interrupted(workdir, _commands(workdir)[command], CTRL_C_AT_QUERY=query)
     assert (result.returncode, result.stderr) == (130, "interrupted\n"), result.stderr
+
+
+def test_a_ctrl_c_pending_when_the_command_is_over_keeps_its_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found in CI: an ingest interrupted at a random moment said `interrupted, dataset unchanged`
+    # and then died of SIGINT (exit -2, not 130). A SIGINT that reached another thread is run by
+    # the main thread at its next check: `signal.signal` runs pending handlers before it changes
+    # one, so the handler in force raised KeyboardInterrupt out of the `finally` that ignores late
+    # Ctrl-Cs, and an uncaught KeyboardInterrupt makes Python kill itself with SIGINT.
+    import tracekit.__main__ as entry
+    import tracekit.cli
+
+    def command() -> None:
+        raise SystemExit(130)
+
+    real = signal.signal
+    pending = [True]
+
+    def pending_then_set(signum: int, handler: object) -> object:
+        if handler is signal.SIG_IGN and pending:
+            pending.clear()
+            raise KeyboardInterrupt  # the pending Ctrl-C's handler, run by signal.signal first
+        return real(signum, handler)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tracekit.cli, "main", command)
+    monkeypatch.setattr(entry.signal, "signal", pending_then_set)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            entry.main()
+    finally:
+        real(signal.SIGINT, previous)
+    assert stopped.value.code == 130

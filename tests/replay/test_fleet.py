@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -76,6 +78,11 @@ def test_replay_fleet_stores_the_tables_sql_reads_and_a_second_run_replaces_them
         done = run("replay", fleet_dataset, "--fleet", "-o", tmp_path / "out", "--gpus-per-host", "2", "--workers", "2")
         assert done.returncode == 0, done.stderr
         assert "4 jobs replayed (0 skipped) on 2 fabrics" in done.stderr, attempt
+    # the command the summary suggests runs as printed and shows the slowdowns per class
+    suggested = re.search(r"query: tracekit (.+)$", " ".join(done.stderr.split()))
+    assert suggested, done.stderr
+    shown = run(*shlex.split(suggested.group(1)))
+    assert shown.returncode == 0 and "clos2-1to1" in shown.stdout, shown.stderr
     with tracekit.open(fleet_dataset) as ds:
         assert ds.sql("select count(*) from replay_jobs").fetchall() == [(4,)]
         rows = ds.sql(

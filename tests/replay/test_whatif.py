@@ -1,0 +1,63 @@
+"""`tracekit whatif`: a job's collectives timed per fabric and routing, as a user runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.cli.test_cli import tracekit as run
+
+JOB = ["-j", "moe_alltoall", "--gpus-per-host", "1"]  # 4 hosts: the all-to-all crosses the network
+
+
+def test_the_table_names_every_fabric_and_routing_whole(captured_dataset: Path) -> None:
+    done = run("whatif", captured_dataset, *JOB, "--fabric", "clos2-2to1", "--fabric", "dgx-h100-superpod",
+               "--routing", "ecmp", "--routing", "spray")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stderr.splitlines()]
+    rows = [cells for cells in lines if cells and cells[0] in ("clos2-2to1", "dgx-h100-superpod")]
+    assert {(cells[0], cells[1], cells[2]) for cells in rows} == {
+        (fabric, routing, kind)
+        for fabric in ("clos2-2to1", "dgx-h100-superpod")
+        for routing in ("ecmp", "spray")
+        for kind in ("all", "ALL_REDUCE", "ALL_TO_ALL")
+    }
+
+
+@pytest.mark.parametrize("suffix", ["csv", "json", "parquet"])
+def test_the_table_is_written_in_the_format_its_suffix_says(
+    captured_dataset: Path, tmp_path: Path, suffix: str
+) -> None:
+    out = tmp_path / f"whatif.{suffix}"
+    routings = ["--routing", "ecmp", "--routing", "pinned", "--routing", "spray"]
+    done = run("whatif", captured_dataset, *JOB, "--fabric", "clos2-2to1", *routings, "-o", out, "-q")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    table = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[suffix](out)
+    job = table.filter(pl.col("comm_type") == "all")
+    assert set(job["routing"]) == {"ecmp", "pinned", "spray"}
+    assert (job["slowdown"] >= 1.0 - 1e-9).all() and (job["time_s"] >= job["ideal_s"] * (1 - 1e-9)).all()
+    by = dict(zip(job["routing"], job["slowdown"], strict=True))
+    assert by["spray"] <= by["ecmp"] + 1e-9  # spraying spreads what ECMP hashes onto few uplinks
+
+
+@pytest.mark.parametrize(
+    "args,code,says",
+    [
+        (["--fabric", "no-such-fabric"], 2, "no-such-fabric"),
+        (["--fabric", "clos2-2to1", "-o", "table.txt"], 2, "--format"),
+        (["--fabric", "clos2-2to1", "-j", "no-such-job"], 2, "no-such-job"),
+    ],
+)
+def test_bad_options_are_one_line_errors(captured_dataset: Path, tmp_path: Path, args: list[str], code: int,
+                                         says: str) -> None:  # fmt: skip
+    done = run("whatif", captured_dataset, *JOB, *args, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_missing_dataset_is_a_one_line_error(tmp_path: Path) -> None:
+    done = run("whatif", tmp_path / "nope.dataset", *JOB, "--fabric", "clos2-2to1")
+    assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "nope.dataset" in done.stderr
