@@ -127,3 +127,25 @@ def test_fleet_errors_are_one_line(tmp_path: Path) -> None:
         f"error: {tmp_path / 'nothing'}: not a tracekit dataset (no tracekit.duckdb)"
     ]
     assert not (tmp_path / "nothing").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_dataset_another_program_writes_is_refused_before_any_work(fleet_dataset: Path, tmp_path: Path) -> None:
+    # Seen in the new-user pass: with the DuckDB shell open on the dataset (read-write), the fleet
+    # replay worked for its whole run and only then found it could not store its tables.
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
+         "sys.stdin.read()", str(fleet_dataset / "tracekit.duckdb")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        done = run("replay", fleet_dataset, "--fleet", "-o", tmp_path / "out", "--gpus-per-host", "2")
+    finally:
+        holder.communicate("")
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.splitlines()
+    assert "open in another program" in line and "python" in line, line
+    assert not (tmp_path / "out").exists()

@@ -238,6 +238,7 @@ def run_fleet(
         pass
     where = Dataset(Path(dataset))
     with where.writing():
+        where.connect(read_only=False).close()  # another program writing it: say so now, not after the work
         result = replay_fleet(dataset, settings, executor, workers, progress=progress)
         files = write_fleet(result, out)
         try:
