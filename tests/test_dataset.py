@@ -169,3 +169,15 @@ def test_a_dataset_with_one_traces_file_gets_its_rows_moved_into_traces_folder(t
     assert not (tmp_path / "ds" / "traces.parquet").exists()
     held, written = _table_and_files(tmp_path / "ds", "traces")
     assert held == written and len(held) == 4
+
+
+def test_a_second_writer_is_told_what_holds_the_dataset(tmp_path: Path) -> None:
+    # It said "another ingest" while a fleet replay held the lock (new-user pass).
+    from tracekit.dataset import Dataset
+    from tracekit.errors import DatasetError
+
+    with Dataset(tmp_path / "ds").writing():
+        with pytest.raises(DatasetError, match="an ingest or a fleet replay") as refused:
+            with Dataset(tmp_path / "ds").writing():
+                pass
+    assert "\n" not in str(refused.value)

@@ -183,7 +183,10 @@ class Dataset:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
-                raise DatasetError(f"{self.root}: another ingest is writing this dataset") from exc
+                raise DatasetError(
+                    f"{self.root}: another tracekit command (an ingest or a fleet replay) is writing this dataset: "
+                    "run again when it is done"
+                ) from exc
             self.recover()
             yield
 
