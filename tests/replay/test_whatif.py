@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -34,7 +35,12 @@ def test_the_table_is_written_in_the_format_its_suffix_says(
     routings = ["--routing", "ecmp", "--routing", "pinned", "--routing", "spray"]
     done = run("whatif", captured_dataset, *JOB, "--fabric", "clos2-2to1", *routings, "-o", out, "-q")
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    table = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[suffix](out)
+    readers: dict[str, Callable[[Path], pl.DataFrame]] = {
+        "csv": pl.read_csv,
+        "json": pl.read_json,
+        "parquet": pl.read_parquet,
+    }
+    table = readers[suffix](out)
     job = table.filter(pl.col("comm_type") == "all")
     assert set(job["routing"]) == {"ecmp", "pinned", "spray"}
     assert (job["slowdown"] >= 1.0 - 1e-9).all() and (job["time_s"] >= job["ideal_s"] * (1 - 1e-9)).all()
