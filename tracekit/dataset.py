@@ -218,7 +218,9 @@ class Dataset:
         with self.connect() as con:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
 
-    def connect(self, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, read_only: bool = True, advice: str = "close it or use --out elsewhere"
+    ) -> duckdb.DuckDBPyConnection:
         """A connection to the DuckDB file itself (for the ingest that writes it; readers use
         `attach_read_only`), checked to be a tracekit dataset."""
         import duckdb
@@ -228,9 +230,7 @@ class Dataset:
         except duckdb.Error as exc:
             holder = _holder(exc)
             if holder is not None:
-                raise DatasetError(
-                    f"{self.root}: the dataset is open in another program ({holder}): close it or use --out elsewhere"
-                ) from exc
+                raise DatasetError(f"{self.root}: the dataset is open in another program ({holder}): {advice}") from exc
             raise self._unusable(exc) from exc
         try:
             self._check_tables(con, con.execute("SELECT current_database()").fetchall()[0][0])

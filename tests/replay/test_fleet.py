@@ -147,5 +147,5 @@ def test_a_dataset_another_program_writes_is_refused_before_any_work(fleet_datas
         holder.communicate("")
     assert done.returncode == 3, done.stderr
     [line] = done.stderr.splitlines()
-    assert "open in another program" in line and "python" in line, line
+    assert "open in another program" in line and "python" in line and "--out" not in line, line
     assert not (tmp_path / "out").exists()

@@ -238,7 +238,8 @@ def run_fleet(
         pass
     where = Dataset(Path(dataset))
     with where.writing():
-        where.connect(read_only=False).close()  # another program writing it: say so now, not after the work
+        # another program writing it: say so now, not after the work
+        where.connect(read_only=False, advice="close it (a shell reading it: duckdb -readonly) and run again").close()
         result = replay_fleet(dataset, settings, executor, workers, progress=progress)
         files = write_fleet(result, out)
         try:
