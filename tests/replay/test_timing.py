@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import tracekit
 from tracekit.fabric.presets import preset
@@ -62,3 +63,22 @@ def test_a_fleets_rows_do_not_depend_on_what_its_worker_timed_before(captured_da
                 assert alone.fabrics is None and timed is None
             else:
                 assert alone.fabrics.equals(timed)
+
+
+def test_a_plan_is_not_reused_under_other_nccl_latencies(
+    captured_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the simulator validation in CI: it times the model with NCCL's latencies zeroed after
+    # timing it with them, and the plans kept from the first run (latencies included) came back.
+    from tracekit.replay.nccl import tuning
+
+    shapes = _shapes(captured_dataset, "fsdp_mlp")
+    network = preset("clos2-2to1").build(shapes.network())
+    timing._PLANS.clear()
+    with_latency = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
+    zero = {link: {alg: (0.0, 0.0, 0.0) for alg in table} for link, table in tuning.HW_LATENCY.items()}
+    monkeypatch.setattr(tuning, "HW_LATENCY", zero)
+    after_a_warm_run = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
+    timing._PLANS.clear()
+    fresh = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
+    assert after_a_warm_run == fresh < with_latency

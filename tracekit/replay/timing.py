@@ -254,13 +254,10 @@ def _routing_and_latency(
 
     from tracekit.fabric.routing import route
     from tracekit.replay.algorithms.base import NET
-    from tracekit.replay.nccl.tuning import HW_LATENCY, PROTOCOLS
 
     incidence = route(network, _ends(flows), routing, seed)
-    p = PROTOCOLS.index(protocol)
-    table = "tree" if algorithm == "tree" else "ring"
-    hops = np.array([HW_LATENCY[LINK_CLASS[intra_link]][table][p], HW_LATENCY["net"][table][p]]) * 1e-6
-    latency = np.where(flows["link"] == NET, hops[1], hops[0])
+    inside, across = _hop_latencies(algorithm, protocol, intra_link)
+    latency = np.where(flows["link"] == NET, across, inside)
     latency = np.where(_follows(flows, flows["dep_ptr"], flows["dep_idx"]), 0.0, latency) + incidence.path_latency_s
     return incidence, latency
 
@@ -346,6 +343,15 @@ _STRUCTURE = ("link", "src_nic", "dst_nic", "src_gpu", "dst_gpu", "src_rank", "d
               "dep_ptr", "dep_idx")  # fmt: skip
 
 
+def _hop_latencies(algorithm: str, protocol: str, intra_link: str) -> tuple[float, float]:
+    """NCCL's per-hop latency (s) of a flow inside a host and across the network (tuning.cc hwLat)."""
+    from tracekit.replay.nccl import tuning
+
+    p = tuning.PROTOCOLS.index(protocol)
+    table = "tree" if algorithm == "tree" else "ring"
+    return tuning.HW_LATENCY[LINK_CLASS[intra_link]][table][p] * 1e-6, tuning.HW_LATENCY["net"][table][p] * 1e-6
+
+
 def _plan(
     flows: dict[str, Any], algorithm: str, protocol: str, network: Network, routing: str | None, seed: int,
     intra_link: str, structure: bytes | None = None,
@@ -353,7 +359,7 @@ def _plan(
     key = _digest(
         [],
         structure if structure is not None else structure_digest(flows),
-        repr((algorithm, protocol, routing, seed, intra_link)).encode(),
+        repr((_hop_latencies(algorithm, protocol, intra_link), routing, seed)).encode(),
         _network_key(network),
     )
     plan = _PLANS.get(key)
