@@ -82,3 +82,23 @@ def test_a_plan_is_not_reused_under_other_nccl_latencies(
     timing._PLANS.clear()
     fresh = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
     assert after_a_warm_run == fresh < with_latency
+
+
+def test_the_plan_cache_keeps_its_bytes_under_its_budget(captured_dataset: Path) -> None:
+    shapes = _shapes(captured_dataset, "fsdp_mlp")
+    network = preset("clos2-2to1").build(shapes.network())
+    plans = [timing.WavePlan.build(*_routed(shape, network)) for shape in shapes.shapes]
+    sizes = [plan.nbytes() for plan in plans]
+    cache = timing.PlanCache(budget=4 * max(sizes))
+    for i, plan in enumerate(plans * 3):
+        cache.put(bytes([i]), plan)
+        assert cache._bytes <= cache.budget and cache._bytes == sum(size for _, size in cache._plans.values())
+    assert cache.get(bytes([0])) is None and len(cache) >= 1  # the oldest went first
+    cache.clear()
+    assert len(cache) == 0 and cache._bytes == 0
+
+
+def _routed(shape: object, network: object) -> tuple[object, object, object, object]:
+    flows = shape.flows  # type: ignore[attr-defined]
+    incidence, latency = timing._routing_and_latency(flows, "ring", "Simple", network, "ecmp", 0, "nvlink")  # type: ignore[arg-type]
+    return incidence, network.capacity_Bps, latency, flows["step"]  # type: ignore[attr-defined]

@@ -52,7 +52,7 @@ def load_fabric(path: str | Path) -> FabricSpec:
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(f"{where}: a fabric file is at most {MAX_FILE_BYTES} bytes")
     try:
-        data = _parse(path, raw.decode("utf-8"))
+        data = read_mapping(path, raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{where}: not a valid fabric file ({one_line(str(exc), 200)})") from exc
     return fabric_from_dict(data, where)
@@ -124,7 +124,8 @@ def _show(value: Any) -> str:
     return one_line(repr(value), 60)
 
 
-def _parse(path: Path, text: str) -> Any:
+def read_mapping(path: Path, text: str) -> Any:
+    """The content of a TOML, YAML or JSON file (by suffix; JSON otherwise), as Python values."""
     suffix = path.suffix.lower()
     if suffix == ".toml":
         return tomllib.loads(text)

@@ -33,13 +33,13 @@ A placement file (JSON, TOML, or YAML when PyYAML is installed) overrides any of
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
+from tracekit.fabric.files import read_mapping
 
 if TYPE_CHECKING:
     import numpy as np
@@ -236,23 +236,6 @@ def load_placement(path: str | Path) -> Placement:
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{path}: not a valid placement file ({exc})") from exc
     return placement_from_dict(data, where=str(path))
-
-
-def read_mapping(path: Path, text: str) -> Any:
-    """The content of a JSON, TOML or YAML file (by suffix; JSON otherwise), as Python values."""
-    suffix = path.suffix.lower()
-    if suffix == ".toml":
-        return tomllib.loads(text)
-    if suffix in (".yaml", ".yml"):
-        try:
-            import yaml  # type: ignore[import-untyped]
-        except ImportError as exc:
-            raise InputError(f"{path}: reading YAML needs PyYAML (pip install pyyaml); or write JSON") from exc
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ValueError(str(exc).splitlines()[0]) from exc
-    return json.loads(text)
 
 
 def placement_from_dict(data: Any, where: str = "placement") -> Placement:

@@ -335,8 +335,42 @@ def waves(
 # their groups and algorithms with other sizes: 4,911 distinct structures among the 19,795 shapes
 # timed for 300 generated jobs), least recently used dropped beyond this many bytes.
 PLAN_CACHE_BYTES = 256 << 20
-_PLANS: OrderedDict[bytes, WavePlan] = OrderedDict()
-_PLAN_BYTES = [0]
+
+
+class PlanCache:
+    """Wave plans by key, least recently used first, their bytes kept under a budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._plans: OrderedDict[bytes, tuple[WavePlan, int]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: bytes) -> WavePlan | None:
+        hit = self._plans.get(key)
+        if hit is None:
+            return None
+        self._plans.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: bytes, plan: WavePlan) -> None:
+        size = plan.nbytes()
+        if size > self.budget // 4:  # one plan never takes over the cache
+            return
+        self._plans[key] = (plan, size)
+        self._bytes += size
+        while self._bytes > self.budget:
+            _, (_, dropped) = self._plans.popitem(last=False)
+            self._bytes -= dropped
+
+    def clear(self) -> None:
+        self._plans.clear()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+_PLANS = PlanCache(PLAN_CACHE_BYTES)
 _NETWORK_KEYS: WeakKeyDictionary[Network, bytes] = WeakKeyDictionary()
 # The flow columns a plan depends on (everything but the bytes).
 _STRUCTURE = ("link", "src_nic", "dst_nic", "src_gpu", "dst_gpu", "src_rank", "dst_rank", "channel", "qp", "step",
@@ -363,18 +397,10 @@ def _plan(
         _network_key(network),
     )
     plan = _PLANS.get(key)
-    if plan is not None:
-        _PLANS.move_to_end(key)
-        return plan
-    incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
-    plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"])
-    size = plan.nbytes()
-    if size <= PLAN_CACHE_BYTES // 4:
-        _PLANS[key] = plan
-        _PLAN_BYTES[0] += size
-        while _PLAN_BYTES[0] > PLAN_CACHE_BYTES:
-            _, dropped = _PLANS.popitem(last=False)
-            _PLAN_BYTES[0] -= dropped.nbytes()
+    if plan is None:
+        incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
+        plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"])
+        _PLANS.put(key, plan)
     return plan
 
 

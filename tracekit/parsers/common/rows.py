@@ -70,22 +70,18 @@ def finished(row: CollectiveRow, checker: Checker, where: str | None) -> Collect
 
 def take_only_group(row: CollectiveRow, groups: list[ProcessGroup], inferred: list[str]) -> None:
     """An op that names no group ran in the rank's only group, when it has one (see groups.only_group)."""
-    group = only_group(groups)
-    if group is None:
-        return
-    row.pg_name = group.pg_name
-    inferred.append("pg_name")
-    if group.group_size is not None:
-        row.group_size = group.group_size
-        inferred.append("group_size")
+    _take_group(row, only_group(groups), inferred)
 
 
 def take_peer_group(row: CollectiveRow, local: int | None, groups: list[ProcessGroup], inferred: list[str]) -> None:
     """A send/recv that names no group ran in the group its peer was read in (see
     peers.group_of_unnamed_peer), when the rank's groups tell one."""
-    if row.pg_name is not None:
-        return
-    group = group_of_unnamed_peer(local, groups)
+    if row.pg_name is None:
+        _take_group(row, group_of_unnamed_peer(local, groups), inferred)
+
+
+def _take_group(row: CollectiveRow, group: ProcessGroup | None, inferred: list[str]) -> None:
+    """The row's group (name and size, recorded as inferred) is `group`, when there is one."""
     if group is None:
         return
     row.pg_name = group.pg_name

@@ -177,9 +177,12 @@ class Shapes:
         import numpy as np
 
         ids: dict[tuple[int, ...], int] = {}
-        self.pattern = np.array([ids.setdefault(node.nic_of, len(ids)) for node in nodes], dtype=np.int64)
-        self.examples = [_relative(node) for node in {node.nic_of: node for node in reversed(nodes)}.values()]
-        self.examples.sort(key=lambda node: ids[node.nic_of])
+        self.examples: list[Node] = []  # one host per NIC pattern, on members 0..k-1
+        for node in nodes:
+            if node.nic_of not in ids:
+                ids[node.nic_of] = len(self.examples)
+                self.examples.append(_relative(node))
+        self.pattern = np.array([ids[node.nic_of] for node in nodes], dtype=np.int64)
         self.sizes = np.array([len(node.members) for node in nodes], dtype=np.int64)
         self.uniform = len(nodes) > 0 and int(self.sizes.min()) == int(self.sizes.max())
         self.cross_nic = cross_nic
