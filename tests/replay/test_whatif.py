@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import tracekit
 from tests.cli.test_cli import tracekit as run
 
 JOB = ["-j", "moe_alltoall", "--gpus-per-host", "1"]  # 4 hosts: the all-to-all crosses the network
@@ -67,3 +68,19 @@ def test_a_missing_dataset_is_a_one_line_error(tmp_path: Path) -> None:
     done = run("whatif", tmp_path / "nope.dataset", *JOB, "--fabric", "clos2-2to1")
     assert done.returncode == 3 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "nope.dataset" in done.stderr
+
+
+def test_each_collective_type_keeps_its_own_row(captured_dataset: Path, tmp_path: Path) -> None:
+    # Found in the new-user pass: an FSDP job's 12 all-gathers and 6 reduce-scatters read as 18
+    # all-gathers, because a ring reduce-scatter sends the same flows as a ring all-gather of the
+    # same size and the two were timed, and counted, as one.
+    out = tmp_path / "fsdp.csv"
+    done = run("whatif", captured_dataset, "-j", "fsdp_mlp", "--gpus-per-host", "1", "--fabric", "clos2-2to1",
+               "-o", out, "-q")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    table = pl.read_csv(out)
+    counts = dict(zip(table["comm_type"], table["collectives"], strict=True))
+    with tracekit.open(captured_dataset) as ds:
+        truth = dict(ds.sql("select comm_type, count(distinct op_id) from collectives where job_id = 'fsdp_mlp' "
+                            "and rank = 0 group by 1").fetchall())  # fmt: skip
+    assert counts == {"all": sum(truth.values()), **truth}

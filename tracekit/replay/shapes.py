@@ -121,11 +121,13 @@ def job_shapes(
             choice = parts.choice.get(cid)
             algorithm = choice.algorithm if choice else name
             protocol = choice.protocol if choice else "Simple"
-            key = signature(flows, algorithm, protocol)
+            kind = comm_type.get(cid, "")
+            # the type too: a ring reduce-scatter sends the flows of a ring all-gather of its size
+            key = signature(flows, algorithm, protocol) + kind.encode()
             shape = found.get(key)
             copies = parts.copies.get(cid, [cid])
             if shape is None:
-                found[key] = Shape(key, list(copies), comm_type.get(cid, ""), algorithm, protocol, flows)
+                found[key] = Shape(key, list(copies), kind, algorithm, protocol, flows)
             else:
                 shape.collective_ids.extend(copies)
     shapes = [found[k] for k in sorted(found)]
