@@ -124,9 +124,9 @@ def _whatif(args: dict[str, Any]) -> dict[str, Any]:
     from bench.bench_replay import synthetic_job
     from tracekit.fabric.presets import preset
     from tracekit.replay.decompose import decompose
+    from tracekit.replay.fabric_whatif import time_shapes
     from tracekit.replay.placement import Placement
     from tracekit.replay.shapes import job_shapes
-    from tracekit.replay.whatif import time_shapes
 
     job = synthetic_job(args["ranks"], args["collectives"])
     parts = decompose(job, Placement(), unique=True)

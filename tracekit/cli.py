@@ -817,7 +817,7 @@ def whatif(
     console = Console(stderr=True)
     try:
         from tracekit.replay import whatif as run_whatif
-        from tracekit.replay.whatif import plan
+        from tracekit.replay.fabric_whatif import plan
 
         specs = [_fabric(f) for f in fabric]
         routings = [r.value for r in routing] if routing else None

@@ -18,9 +18,9 @@ from tests.cli.test_cli import tracekit as run
 from tracekit.fabric.presets import preset
 from tracekit.ingest import ingest
 from tracekit.replay import Placement, replay
+from tracekit.replay.fabric_whatif import time_on_fabrics
 from tracekit.replay.fleet import FleetSettings, replay_fleet, store
 from tracekit.replay.indicators import network_indicators
-from tracekit.replay.whatif import time_on_fabrics
 from tracekit.schema import arrow_schema
 
 ROOT = Path(__file__).resolve().parents[2]

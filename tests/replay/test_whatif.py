@@ -84,3 +84,18 @@ def test_each_collective_type_keeps_its_own_row(captured_dataset: Path, tmp_path
         truth = dict(ds.sql("select comm_type, count(distinct op_id) from collectives where job_id = 'fsdp_mlp' "
                             "and rank = 0 group by 1").fetchall())  # fmt: skip
     assert counts == {"all": sum(truth.values()), **truth}
+
+
+def test_no_submodule_shadows_a_function_of_the_package() -> None:
+    # tracekit.replay.whatif (the module) replaced tracekit.replay.whatif (the function) on first import:
+    # `from tracekit.replay import whatif` then gave a module (found in a full test run)
+    import importlib
+    import pkgutil
+    import types
+
+    import tracekit.replay as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"tracekit.replay.{info.name}")
+    shadowed = [name for name in package.__all__ if isinstance(getattr(package, name), types.ModuleType)]
+    assert not shadowed

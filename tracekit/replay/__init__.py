@@ -185,7 +185,7 @@ def fleet_locality(dataset: TraceDataset | str | Path, **options: Any) -> pl.Dat
 
 
 def whatif(*args: Any, **kwargs: Any) -> Any:
-    """A job's collectives timed on candidate fabrics and routings (tracekit.replay.whatif.whatif)."""
-    from tracekit.replay.whatif import whatif as run
+    """A job's collectives timed on candidate fabrics and routings (tracekit.replay.fabric_whatif.whatif)."""
+    from tracekit.replay.fabric_whatif import whatif as run
 
     return run(*args, **kwargs)

@@ -98,9 +98,9 @@ def replay_jobs(ds: TraceDataset, jobs: list[str], settings: FleetSettings) -> I
     from tracekit.errors import TracekitError
     from tracekit.replay.collectives import load_jobs
     from tracekit.replay.decompose import decompose
+    from tracekit.replay.fabric_whatif import time_shapes
     from tracekit.replay.indicators import job_facts, job_indicators
     from tracekit.replay.shapes import job_shapes
-    from tracekit.replay.whatif import time_shapes
 
     facts = job_facts(ds, jobs)
     for job, matched in load_jobs(ds, jobs):
