@@ -45,7 +45,8 @@ SKIPPED = {
     "[--placement FILE | --gpus-per-host 8 --hosts-per-rack 2 --nics-per-host 8 --nic-gbps 400] "
     "[--cross-nic 0|1|2] [--channels N] [--qps-per-connection N] [--pxn/--no-pxn] "
     "[--protocol auto|LL|LL128|Simple] [--gpu-arch volta|ampere|hopper|blackwell] "
-    "[--nccl-log FILE] [--algorithm auto|ring|tree|direct|halving-doubling|hierarchical] "
+    "[--nccl-log FILE] [--in-network-reduction nvls|collnet ...] "
+    "[--algorithm auto|ring|tree|direct|halving-doubling|hierarchical|nvls|collnet] "
     "[--fabric PRESET|FILE] [--htsim-binary uec|eqds|ndp] [--intra-host] [--csv] [-q]": "a synopsis",
     "tracekit replay DATASET --fleet -o OUT [--workers N] [--executor local|dask-local|dask://HOST:PORT]": "a "
     "synopsis (the Fleet replay example runs it)",

@@ -480,9 +480,11 @@ class ReplayAlgorithm(StrEnum):
     """
 
     auto = "auto"
+    collnet = "collnet"
     direct = "direct"
     halving_doubling = "halving-doubling"
     hierarchical = "hierarchical"
+    nvls = "nvls"
     ring = "ring"
     tree = "tree"
 
@@ -513,6 +515,13 @@ class GpuArch(StrEnum):
     blackwell = "blackwell"
 
 
+class InNetwork(StrEnum):
+    """`--in-network-reduction`: reductions done inside a switch."""
+
+    nvls = "nvls"
+    collnet = "collnet"
+
+
 GPU_ARCH = {"volta": 70, "ampere": 80, "hopper": 90, "blackwell": 100}
 
 # Options `replay` and `whatif` share: where the ranks run and what NCCL does.
@@ -535,6 +544,14 @@ QpsPerConnection = Annotated[int, typer.Option(help="NCCL_IB_QPS_PER_CONNECTION:
 Pxn = Annotated[bool, typer.Option("--pxn/--no-pxn", help="NCCL's PXN for p2p across hosts (NCCL >= 2.12).")]
 ProtocolOpt = Annotated[Protocol, typer.Option("--protocol", help="NCCL_PROTO; auto: NCCL's tuner.")]
 GpuArchOpt = Annotated[GpuArch, typer.Option("--gpu-arch", help="GPU generation of NCCL's tuning tables.")]
+InNetworkOpt = Annotated[
+    list[InNetwork] | None,
+    typer.Option(
+        "--in-network-reduction",
+        help="Let NCCL's tuner also pick an in-network reduction (repeatable): nvls (NVLink SHARP in the "
+        "host's NVSwitch; NVLSTree across hosts) or collnet (SHARP in the network's switches).",
+    ),
+]
 NcclLogOpt = Annotated[
     Path | None,
     typer.Option(
@@ -558,7 +575,7 @@ AlgorithmOpt = Annotated[
 
 def _nccl_options(
     channels: int | None, qps: int, pxn: bool, protocol: Protocol, gpu_arch: GpuArch,
-    nccl_log: Path | None,
+    nccl_log: Path | None, in_network: list[InNetwork] | None = None,
 ) -> Any:  # fmt: skip
     from tracekit.replay import NcclOptions
 
@@ -569,6 +586,7 @@ def _nccl_options(
         protocol=None if protocol is Protocol.auto else protocol.value,
         gpu_arch=GPU_ARCH[gpu_arch.value],
         log=_nccl_log(nccl_log),
+        in_network=tuple(dict.fromkeys(r.value for r in in_network or [])),
     )
 
 
@@ -601,6 +619,7 @@ def replay(
     protocol: ProtocolOpt = Protocol.auto,
     gpu_arch: GpuArchOpt = GpuArch.hopper,
     nccl_log: NcclLogOpt = None,
+    in_network_reduction: InNetworkOpt = None,
     fabric: Annotated[
         str | None,
         typer.Option(help="Fabric file (TOML/JSON/YAML) or preset for the ECMP indicator and the HPCC/htsim topology."),
@@ -650,7 +669,7 @@ def replay(
         from tracekit.replay import write_outputs
 
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
-        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log)
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log, in_network_reduction)
         network = _fabric(fabric)
         if fleet:
             from tracekit.replay.fleet import FleetSettings, default_fabrics
@@ -799,6 +818,7 @@ def whatif(
     protocol: ProtocolOpt = Protocol.auto,
     gpu_arch: GpuArchOpt = GpuArch.hopper,
     nccl_log: NcclLogOpt = None,
+    in_network_reduction: InNetworkOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table on screen.")] = False,
 ) -> None:
     """Time a job's collectives on candidate fabrics and routings against the ideal fabric of the same NICs.
@@ -825,7 +845,7 @@ def whatif(
         if kind not in ("table", "csv", "json", "parquet") or (out is not None and kind == "table"):
             raise InputError(f"--out {out}: say --format csv, json or parquet (its suffix says none of them)")
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
-        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log)
+        options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log, in_network_reduction)
         total = len(plan(specs, routings, seeds))
         with _counter(console, quiet, "whatif", "fabric runs", total=total) as advance:
             result = run_whatif(dataset, job, specs, routings, where, options, algorithm.value, seeds, advance)
@@ -954,9 +974,11 @@ class _counter:
 
 
 def _replay_summary(console: Console, result: Any, files: list[Path], out: Path) -> None:
+    from tracekit.replay.assemble import NETWORK_LINKS
+
     flows = result.flows
     total = int(flows["bytes"].sum())
-    inter = int(flows.filter(flows["link"] == "network")["bytes"].sum())
+    inter = int(flows.filter(flows["link"].is_in(NETWORK_LINKS))["bytes"].sum())
     console.print(
         f"job {_escape(result.job)}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} "
         f"collectives, {_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {result.timing}",

@@ -86,6 +86,25 @@ def test_nvlink_flows_cross_their_gpu_ports() -> None:
     assert inc.path_latency_s.tolist() == [0.0]
 
 
+def test_a_flow_into_or_out_of_a_switch_crosses_only_its_own_end() -> None:
+    """In-network reductions: GPU -> NVSwitch, NVSwitch -> GPU, NIC -> SHARP switch, SHARP switch -> NIC."""
+    ep = Endpoints(hosts=2, gpus_per_host=2, nics_per_host=2, nic_Bps=50e9, nvlink_Bps=1e11, pcie_Bps=64e9)
+    net = SPECS["clos2"].build(ep)
+    flows = FlowEnds(
+        src_nic=np.array([-1, -1, 2, -1]), dst_nic=np.array([-1, -1, -1, 1]),
+        src_gpu=np.array([1, -1, 2, -1]), dst_gpu=np.array([-1, 3, -1, 1]),
+        qp=np.zeros(4, dtype=np.int64), kind=np.array([0, 0, 1, 1]),
+    )  # fmt: skip
+    inc = route(net, flows, "ecmp")
+    paths = [inc.link[inc.flow == f].tolist() for f in range(4)]
+    assert paths == [[net.gpu_up[1]], [net.gpu_down[3]], [net.pcie_up[2], net.nic_up[2]],
+                     [net.nic_down[1], net.pcie_down[1]]]  # fmt: skip
+    none = np.array([-1])
+    nowhere = FlowEnds(none, none, none, none, np.array([0]), np.array([1]))
+    with pytest.raises(InputError, match="NIC is not in the job"):  # both ends a switch: no flow of a job
+        route(net, nowhere)
+
+
 def test_pcie_is_crossed_first_and_last_when_modelled() -> None:
     ep = Endpoints(hosts=2, gpus_per_host=2, nics_per_host=2, nic_Bps=50e9, nvlink_Bps=1e11, pcie_Bps=64e9)
     net = FabricSpec(kind="ideal").build(ep)
@@ -206,3 +225,17 @@ def test_no_flows() -> None:
     empty = np.zeros(0, dtype=np.int64)
     inc = route(SPECS["clos2"].build(EP), FlowEnds(empty, empty, empty, empty, empty, empty))
     assert inc.num_flows == 0 and inc.flow.size == 0
+
+
+def test_many_seeds_routed_at_once_take_the_paths_each_seed_takes_alone() -> None:
+    net = SPECS["clos3"].build(EP)
+    flows = all_pairs(qps=2)
+    copies = FlowEnds(*(np.tile(getattr(flows, k), 3) for k in ("src_nic", "dst_nic", "src_gpu", "dst_gpu", "qp",
+                                                                "kind")))  # fmt: skip
+    together = route(net, copies, "ecmp", np.repeat(np.array([5, 6, 7]), flows.size))
+    for k, seed in enumerate((5, 6, 7)):
+        alone = route(net, flows, "ecmp", seed)
+        mine = (together.flow >= k * flows.size) & (together.flow < (k + 1) * flows.size)
+        assert together.link[mine].tolist() == alone.link.tolist()
+    with pytest.raises(InputError, match="2 seeds for"):
+        route(net, flows, "ecmp", np.array([1, 2]))

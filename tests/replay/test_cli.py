@@ -74,3 +74,30 @@ def test_a_dataset_of_many_jobs_says_how_many_when_no_job_is_named(tmp_path: Pat
     assert ingest([tmp_path / "in"], tmp_path / "ds", workers=1).ok
     with pytest.raises(InputError, match=r"holds 25 jobs: name one with --job \(job00, .*job19, \.\.\.\)"):
         replay(tmp_path / "ds")
+
+
+def test_in_network_reduction_as_users_switch_it_on(captured_dataset: Path, tmp_path: Path) -> None:
+    # ddp_mlp's 4 ranks on one host of an NVSwitch: its all-reduces may run NVLS
+    done = tracekit("replay", captured_dataset, "-j", "ddp_mlp", "-o", tmp_path / "o", "--gpus-per-host", "4",
+                    "--in-network-reduction", "nvls", "--algorithm", "nvls")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    flows = pl.read_parquet(tmp_path / "o" / "flows.parquet")
+    reduced = flows.filter(pl.col("comm_type") == "ALL_REDUCE")
+    assert reduced.height and set(reduced["link"].cast(pl.String).unique().to_list()) == {"nvls"}
+    meta = json.loads((tmp_path / "o" / "replay.json").read_text())
+    assert meta["nccl"]["in_network"] == ["nvls"]
+    refused = tracekit("replay", captured_dataset, "-j", "ddp_mlp", "-o", tmp_path / "h", "--gpus-per-host", "4",
+                       "--algorithm", "nvls", "--format", "htsim")  # fmt: skip
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "htsim cannot express" in refused.stderr and not (tmp_path / "h").exists()
+    bad = tracekit("replay", captured_dataset, "-j", "ddp_mlp", "-o", tmp_path / "b", "--in-network-reduction", "x")
+    assert bad.returncode == 2 and "nvls" in bad.stderr
+
+
+def test_the_cli_choices_are_the_registries() -> None:
+    from tracekit.cli import InNetwork, ReplayAlgorithm
+    from tracekit.replay import algorithms
+    from tracekit.replay.nccl.options import IN_NETWORK
+
+    assert [a.value for a in ReplayAlgorithm] == ["auto", *sorted(algorithms.names())]
+    assert tuple(r.value for r in InNetwork) == IN_NETWORK

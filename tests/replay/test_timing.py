@@ -98,7 +98,7 @@ def test_the_plan_cache_keeps_its_bytes_under_its_budget(captured_dataset: Path)
     assert len(cache) == 0 and cache._bytes == 0
 
 
-def _routed(shape: object, network: object) -> tuple[object, object, object, object]:
+def _routed(shape: object, network: object) -> tuple[object, object, object, object, object, object]:
     flows = shape.flows  # type: ignore[attr-defined]
     incidence, latency = timing._routing_and_latency(flows, "ring", "Simple", network, "ecmp", 0, "nvlink")  # type: ignore[arg-type]
-    return incidence, network.capacity_Bps, latency, flows["step"]  # type: ignore[attr-defined]
+    return incidence, network.capacity_Bps, latency, flows["step"], flows["dep_ptr"], flows["dep_idx"]  # type: ignore[attr-defined]

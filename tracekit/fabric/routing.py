@@ -2,7 +2,10 @@
 
 A flow is NVLink (`kind` 0: its source GPU's up port, then its destination GPU's down port) or
 network (`kind` 1: source NIC up ... destination NIC down, through PCIe first and last when the
-endpoints model it). Where a switch has several equal-cost next hops, the routing picks:
+endpoints model it). One end may be a switch (-1) for in-network reductions: an NVLink flow into or
+out of the host's NVSwitch crosses only its GPU's port, a network flow into or out of the switch a
+NIC attaches to (SHARP) only that NIC's link (and PCIe). Where a switch has several equal-cost next
+hops, the routing picks:
 
 * `ecmp`: one, by a hash of the flow's RoCE 5-tuple (source NIC, destination NIC, UDP source port
   `ROCE_SPORT_BASE + qp`, destination port 4791, protocol 17) and the seed, per hop (splitmix64 in
@@ -100,12 +103,18 @@ def link_loads(incidence: Incidence, bytes: NDArray[np.floating] | NDArray[np.in
     return loads.astype(np.float64)
 
 
-def route(network: Network, flows: FlowEnds, routing: str | None = None, seed: int = 0) -> Incidence:
-    """The links each flow crosses on `network` under `routing` (default `network.routing`)."""
+def route(
+    network: Network, flows: FlowEnds, routing: str | None = None, seed: int | NDArray[np.integer] = 0
+) -> Incidence:
+    """The links each flow crosses on `network` under `routing` (default `network.routing`).
+
+    `seed` is the ECMP hash seed of every flow, or one seed per flow (many draws routed at once)."""
     routing = network.routing if routing is None else routing
     if routing not in ROUTINGS:
         raise InputError(f"route: routing must be one of {', '.join(ROUTINGS)}, not {routing!r}")
     _check_flows(network, flows)
+    if not isinstance(seed, int) and np.shape(seed) != (flows.size,):
+        raise InputError(f"route: {np.size(seed)} seeds for {flows.size} flows")
     return _Router(network, flows, routing, seed).incidence()
 
 
@@ -114,12 +123,16 @@ def _check_flows(net: Network, f: FlowEnds) -> None:
     bad_kind = (f.kind != NVLINK_FLOW) & (f.kind != NETWORK_FLOW)
     _refuse(bad_kind, "kind is not 0 (NVLink) or 1 (network)")
     nv, wire = f.kind == NVLINK_FLOW, f.kind == NETWORK_FLOW
-    _refuse(nv & ~(_within(f.src_gpu, ep.gpus) & _within(f.dst_gpu, ep.gpus)), "an NVLink flow's GPU is not in the job")
+    # one end may be a switch (-1): the host's NVSwitch for NVLink, the NIC's first switch for network
+    src_gpu_ok, dst_gpu_ok = _within(f.src_gpu, ep.gpus), _within(f.dst_gpu, ep.gpus)
+    gpus_ok = (src_gpu_ok | (f.src_gpu == -1)) & (dst_gpu_ok | (f.dst_gpu == -1)) & (src_gpu_ok | dst_gpu_ok)
+    _refuse(nv & ~gpus_ok, "an NVLink flow's GPU is not in the job")
     _refuse(
-        nv & (f.src_gpu // ep.gpus_per_host != f.dst_gpu // ep.gpus_per_host),
+        nv & src_gpu_ok & dst_gpu_ok & (f.src_gpu // ep.gpus_per_host != f.dst_gpu // ep.gpus_per_host),
         "an NVLink flow joins GPUs of different hosts",
     )
-    nics_known = _within(f.src_nic, ep.nics) & _within(f.dst_nic, ep.nics)
+    src_nic_ok, dst_nic_ok = _within(f.src_nic, ep.nics), _within(f.dst_nic, ep.nics)
+    nics_known = (src_nic_ok | (f.src_nic == -1)) & (dst_nic_ok | (f.dst_nic == -1)) & (src_nic_ok | dst_nic_ok)
     _refuse(wire & ~nics_known, "a network flow's NIC is not in the job")
     for gpu in (f.src_gpu, f.dst_gpu):
         _refuse(wire & (gpu != -1) & ~_within(gpu, ep.gpus), "a network flow's GPU is neither -1 nor in the job")
@@ -179,18 +192,23 @@ class _Segments:
 class _Router:
     """Routes one batch of flows: NVLink flows, then each network flow's path stage by stage."""
 
-    def __init__(self, net: Network, flows: FlowEnds, routing: str, seed: int) -> None:
+    def __init__(self, net: Network, flows: FlowEnds, routing: str, seed: int | NDArray[np.integer]) -> None:
         self.net, self.f, self.routing = net, flows, routing
-        self.seed = seed & _MASK
+        self.seed: int | NDArray[np.uint64] = (
+            seed & _MASK if isinstance(seed, int) else np.asarray(seed).astype(np.int64).astype(np.uint64)
+        )
         self.seg = _Segments(flows.size)
         self.detoured = np.zeros(flows.size, dtype=np.bool_)
 
     def incidence(self) -> Incidence:
         net, f = self.net, self.f
-        nv = np.flatnonzero(f.kind == NVLINK_FLOW)
-        self.seg.add(nv, net.gpu_up[f.src_gpu[nv]])
-        self.seg.add(nv, net.gpu_down[f.dst_gpu[nv]])
-        self._network(np.flatnonzero(f.kind == NETWORK_FLOW))
+        nv = f.kind == NVLINK_FLOW
+        up, down = np.flatnonzero(nv & (f.src_gpu >= 0)), np.flatnonzero(nv & (f.dst_gpu >= 0))
+        self.seg.add(up, net.gpu_up[f.src_gpu[up]])
+        self.seg.add(down, net.gpu_down[f.dst_gpu[down]])
+        wire = f.kind == NETWORK_FLOW
+        self._network(np.flatnonzero(wire & (f.src_nic >= 0) & (f.dst_nic >= 0)))
+        self._switch_ends(np.flatnonzero(wire & ((f.src_nic < 0) | (f.dst_nic < 0))))
         flow, link, weight = self.seg.assemble()
         latency = np.bincount(flow, weight * net.latency_s[link], minlength=f.size).astype(np.float64)
         return Incidence(flow, link, weight, latency, self.detoured, net.links)
@@ -212,6 +230,21 @@ class _Router:
             dst_gpu = f.dst_gpu[ids]
             has = dst_gpu >= 0
             self.seg.add(ids[has], net.pcie_down[dst_gpu[has]])
+
+    def _switch_ends(self, ids: Int64s) -> None:
+        """Network flows into or out of the switch a NIC attaches to (SHARP): PCIe and the NIC's own link."""
+        net, f = self.net, self.f
+        pcie = bool(len(net.pcie_up)) and net.pcie_up[0] >= 0
+        into = ids[f.src_nic[ids] >= 0]
+        if pcie:
+            has = into[f.src_gpu[into] >= 0]
+            self.seg.add(has, net.pcie_up[f.src_gpu[has]])
+        self.seg.add(into, net.nic_up[f.src_nic[into]])
+        out = ids[f.dst_nic[ids] >= 0]
+        self.seg.add(out, net.nic_down[f.dst_nic[out]])
+        if pcie:
+            has = out[f.dst_gpu[out] >= 0]
+            self.seg.add(has, net.pcie_down[f.dst_gpu[has]])
 
     def _detour(self, ids: Int64s, src: Int64s, dst: Int64s, src_gpu: Int64s) -> tuple[Int64s, Int64s]:
         """Cross-rail flows of a rail-only fabric: NVLink to the GPU of the source host's NIC on the
@@ -275,7 +308,8 @@ class _Router:
         self.seg.add(ids, net.leaf_down[ld], 1.0 / uplinks)
 
     def _flow_key(self, ids: Int64s, src: Int64s, dst: Int64s) -> NDArray[np.uint64]:
-        return flow_hash(src, dst, self.f.qp[ids], self.seed)
+        seed = self.seed if isinstance(self.seed, int) else self.seed[ids]
+        return flow_hash(src, dst, self.f.qp[ids], seed)
 
     def _choose(self, key: NDArray[np.uint64] | None, stage: int, n: int, pinned: Int64s) -> Int64s:
         """One of `n` next hops per flow: by the hash (ecmp) or the destination's index (pinned)."""

@@ -16,16 +16,21 @@ if TYPE_CHECKING:
     from tracekit.replay.shapes import JobShapes
 
 
+# The flows table's link classes that cross the network (NIC to NIC, or NIC to a SHARP switch)
+NETWORK_LINKS = ("network", "collnet")
+
+
 def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
     """One row per transfer: ids, channel, step, QP, ranks, hosts, racks, NICs, rails, link, bytes, depends_on.
 
-    The dependencies are also kept as CSR arrays in the frame's `.dependencies` attribute... not
-    possible on a polars frame: `flow_dependencies` gives them."""
+    `link` is nvlink (or pcie), network, nvls (a GPU and its host's NVSwitch) or collnet (a NIC and
+    the SHARP switch it attaches to); the switch end of an nvls or collnet flow has a null rank, NIC
+    and rail, and for collnet a null host and rack. `flow_dependencies` gives the dependencies as CSR."""
     import numpy as np
     import polars as pl
     import pyarrow as pa
 
-    from tracekit.replay.algorithms.base import NET
+    from tracekit.replay.algorithms.base import FROM_SWITCH, NET, NO_SWITCH, TO_SWITCH
 
     src_rank, dst_rank, codes = [], [], []
     labels = sorted(set(parts.algorithm_of))
@@ -43,20 +48,26 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
         return np.concatenate(arrays, dtype=dtype) if arrays else np.zeros(0, dtype=dtype)
 
     def field(name: str, dtype: str) -> np.ndarray:
-        return cat([getattr(s, name) for s in parts.flows], dtype)
+        return cat([s.switches if name == "switch" else getattr(s, name) for s in parts.flows], dtype)
 
     src = cat(src_rank, "int32")
     dst = cat(dst_rank, "int32")
     where = {k: v.astype(np.int32) for k, v in placement.locate(np.arange(max(world, 1), dtype=np.int64)).items()}
     network = field("link", "int8") == NET
+    switch = field("switch", "int8")
     intra_link = "nvlink" if placement.intra_host == "nvlink" else "pcie"
+    # in-network reductions have link classes of their own: GPU <-> NVSwitch (nvls), NIC <-> switch (collnet)
+    codes_of_link = network.astype(np.int32) + 2 * (switch != NO_SWITCH)
     link = pa.DictionaryArray.from_arrays(
-        pa.array(network.astype(np.int32)), pa.array([intra_link, "network"], pa.string())
+        pa.array(codes_of_link), pa.array([intra_link, "network", "nvls", "collnet"], pa.string())
     )
     src_nic, dst_nic = field("src_nic", "int32"), field("dst_nic", "int32")
     nics = placement.nics
     global_src_nic = where["host"][src] * nics + src_nic
     global_dst_nic = where["host"][dst] * nics + dst_nic
+    no_src_nic, no_dst_nic = ~network | (src_nic < 0), ~network | (dst_nic < 0)
+    # a SHARP switch is in no host (an NVSwitch is in its GPUs' host)
+    off_host_src, off_host_dst = network & (switch == FROM_SWITCH), network & (switch == TO_SWITCH)
     # One CSR offsets array for all buckets: each bucket's offsets shifted by the entries before it.
     offsets, dep_idx = flow_dependencies(parts)
     depends_on = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(dep_idx))
@@ -68,17 +79,17 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
             "channel": pa.array(field("channel", "int16")),
             "step": pa.array(field("step", "int32")),
             "qp": pa.array(field("qp", "int16")),
-            "src_rank": pa.array(src),
-            "dst_rank": pa.array(dst),
-            "src_host": pa.array(where["host"][src]),
-            "dst_host": pa.array(where["host"][dst]),
-            "src_rack": pa.array(where["rack"][src]),
-            "dst_rack": pa.array(where["rack"][dst]),
+            "src_rank": pa.array(src, mask=switch == FROM_SWITCH),
+            "dst_rank": pa.array(dst, mask=switch == TO_SWITCH),
+            "src_host": pa.array(where["host"][src], mask=off_host_src),
+            "dst_host": pa.array(where["host"][dst], mask=off_host_dst),
+            "src_rack": pa.array(where["rack"][src], mask=off_host_src),
+            "dst_rack": pa.array(where["rack"][dst], mask=off_host_dst),
             "link": link,
-            "src_nic": pa.array(global_src_nic, mask=~network),
-            "dst_nic": pa.array(global_dst_nic, mask=~network),
-            "src_rail": pa.array(placement.rail_of_nic(np.maximum(src_nic, 0)).astype(np.int32), mask=~network),
-            "dst_rail": pa.array(placement.rail_of_nic(np.maximum(dst_nic, 0)).astype(np.int32), mask=~network),
+            "src_nic": pa.array(global_src_nic, mask=no_src_nic),
+            "dst_nic": pa.array(global_dst_nic, mask=no_dst_nic),
+            "src_rail": pa.array(placement.rail_of_nic(np.maximum(src_nic, 0)).astype(np.int32), mask=no_src_nic),
+            "dst_rail": pa.array(placement.rail_of_nic(np.maximum(dst_nic, 0)).astype(np.int32), mask=no_dst_nic),
             "pxn": pa.array(field("pxn", "bool")),
             "bytes": pa.array(field("bytes", "int64")),
             "depends_on": depends_on,
@@ -153,7 +164,7 @@ def assemble(
         start_s=pl.Series(begin),
         end_s=pl.Series(begin + flows["duration_s"].to_numpy()),
     ).select(FLOW_COLUMNS)
-    network_flows = pl.col("link") == "network"
+    network_flows = pl.col("link").is_in(NETWORK_LINKS)
     totals = flows.group_by("collective_id").agg(
         pl.len().alias("flows"),
         pl.col("bytes").sum().alias("bytes"),

@@ -426,11 +426,25 @@ def _point_to_point(
         dst_nic=np.where(cross, where_dst["nic"], -1)[owner].astype(np.int16),
         qp=(piece % qps[owner]).astype(np.int16),
         pxn=np.zeros(count, dtype=bool),
+        switch=np.zeros(count, dtype=np.int8),
     )
     stamped.bytes = part_bytes(sizes[owner], per[owner], piece, piece + 1)
     keep = stamped.bytes > 0
     if not keep.all():
-        for name in ("collective", "step", "src", "dst", "bytes", "channel", "link", "src_nic", "dst_nic", "qp", "pxn"):
+        for name in (
+            "collective",
+            "step",
+            "src",
+            "dst",
+            "bytes",
+            "channel",
+            "link",
+            "src_nic",
+            "dst_nic",
+            "qp",
+            "pxn",
+            "switch",
+        ):
             setattr(stamped, name, getattr(stamped, name)[keep])
         owner = owner[keep]
         stamped.dep_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)

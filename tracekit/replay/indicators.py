@@ -24,6 +24,7 @@ collectives, a 'class:model' label overriding it), read by `job_classes`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,11 +153,12 @@ def shape_indicators(
     counted as often as it occurs (the same numbers for a job replayed alone or in a fleet)."""
     import numpy as np
 
-    from tracekit.replay.algorithms.base import NET
+    from tracekit.replay.algorithms.base import NET, NO_SWITCH
 
     flows = _flows_of(shapes)
     weight = flows["weight"]
     net = flows["link"] == NET
+    between = net & (flows["switch"] == NO_SWITCH)
     moved = flows["bytes"] * weight
     row: dict[str, Any] = {
         "hosts": int(np.unique(np.concatenate([flows["src_host"], flows["dst_host"]])).size) if len(weight) else 0,
@@ -166,11 +168,14 @@ def shape_indicators(
         "intra_host_bytes": int(moved[~net].sum()),
         "pxn_relay_bytes": int(moved[flows["pxn"] & ~net].sum()),
         "inter_host_bytes": int(moved[net].sum()),
-        "inter_rack_bytes": int(moved[net & (flows["src_rack"] != flows["dst_rack"])].sum()),
-        "cross_rail_bytes": int(moved[net & (flows["src_rail"] != flows["dst_rail"])].sum()),
+        "inter_rack_bytes": int(moved[between & (flows["src_rack"] != flows["dst_rack"])].sum()),
+        "cross_rail_bytes": int(moved[between & (flows["src_rail"] != flows["dst_rail"])].sum()),
+        "switch_bytes": int(moved[flows["switch"] != NO_SWITCH].sum()),
     }
     row["intra_host_share"] = row["intra_host_bytes"] / row["bytes"] if row["bytes"] else None
-    n = {k: v[net] for k, v in flows.items()}
+    row |= _nic_balance({k: v[net] for k, v in flows.items()}, shapes.placement.nics)
+    # peers, connections and ECMP are between two NICs: a SHARP switch end is none of them
+    n = {k: v[between] for k, v in flows.items()}
     row["host_pairs"] = len(_rows(n["src_host"], n["dst_host"]))
     row |= _peers(n, "src_host", "dst_host", "peer_hosts_per_host")
     row |= _peers(n, "src_rank", "dst_rank", "peers_per_gpu")
@@ -182,7 +187,6 @@ def shape_indicators(
             counts = np.unique(distinct[:, column], return_counts=True)[1] if len(distinct) else np.zeros(0)
             row[f"mean_{what}_per_{name}"] = float(counts.mean()) if len(counts) else None
             row[f"max_{what}_per_{name}"] = int(counts.max()) if len(counts) else None
-    row |= _nic_balance(n, shapes.placement.nics)
     row |= _ecmp(shapes, n, fabric, trials, seed)
     return row
 
@@ -192,7 +196,7 @@ def _flows_of(shapes: JobShapes) -> dict[str, Any]:
     import numpy as np
 
     names = ("src_rank", "dst_rank", "src_host", "dst_host", "src_rack", "dst_rack", "src_rail", "dst_rail",
-             "src_nic", "dst_nic", "src_gpu", "dst_gpu", "channel", "qp", "link", "pxn", "bytes")  # fmt: skip
+             "src_nic", "dst_nic", "src_gpu", "dst_gpu", "channel", "qp", "link", "switch", "pxn", "bytes")  # fmt: skip
     out = {name: np.concatenate([s.flows[name] for s in shapes.shapes]) if shapes.shapes else np.zeros(0, np.int64)
            for name in names}  # fmt: skip
     out["pxn"] = out["pxn"].astype(bool)
@@ -205,21 +209,33 @@ def _flows_of(shapes: JobShapes) -> dict[str, Any]:
 
 
 def _rows(*columns: Any) -> Any:
-    """The distinct rows of the columns side by side."""
+    """The distinct rows of the columns side by side, sorted."""
     import numpy as np
 
     if not len(columns[0]):
         return np.zeros((0, len(columns)), dtype=np.int64)
+    first, _ = _row_groups(*columns)
+    return np.stack(columns, axis=1).astype(np.int64)[first]
+
+
+def _row_groups(*columns: Any) -> tuple[Any, Any]:
+    """For the rows of the columns side by side: the index of each distinct row's first occurrence (in
+    sorted row order) and each row's group, as np.unique(axis=0, return_index, return_inverse) gives."""
+    import numpy as np
+
     table = np.stack(columns, axis=1).astype(np.int64)
+    if not len(table):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     low = table.min(axis=0)
     spans = table.max(axis=0) - low + 1
     if float(np.prod(spans.astype(np.float64))) >= 2.0**62:  # no single key holds them: sort rows
-        return np.unique(table, axis=0)
-    # one integer per row (mixed radix, the first column most significant): np.unique(axis=0) sorts
-    # rows as structured records, ten times slower
-    radix = np.concatenate((np.cumprod(spans[::-1])[::-1][1:], [1]))
-    keys = np.unique((table - low) @ radix)
-    return (keys[:, None] // radix) % spans + low
+        _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    else:
+        # one integer per row (mixed radix, the first column most significant, so the same order):
+        # np.unique(axis=0) sorts rows as structured records, ten times slower
+        radix = np.concatenate((np.cumprod(spans[::-1])[::-1][1:], [1]))
+        _, first, inverse = np.unique((table - low) @ radix, return_index=True, return_inverse=True)
+    return first.astype(np.int64), inverse.reshape(-1).astype(np.int64)
 
 
 def _peers(n: dict[str, Any], src: str, dst: str, name: str) -> dict[str, Any]:
@@ -244,7 +260,8 @@ def _nic_balance(n: dict[str, Any], nics: int) -> dict[str, Any]:
     for direction, column in (("egress", "src_nic"), ("ingress", "dst_nic")):
         loads = np.zeros((len(hosts), nics))
         nic = n[column]
-        np.add.at(loads, (np.searchsorted(hosts, nic // nics), nic % nics), moved)
+        has = nic >= 0  # not the switch end of a SHARP flow
+        np.add.at(loads, (np.searchsorted(hosts, nic[has] // nics), nic[has] % nics), moved[has])
         busy = loads.sum(axis=1) > 0
         per_host = loads[busy].max(axis=1) / loads[busy].mean(axis=1)
         out[f"nic_{direction}_host_max_over_mean"] = float(per_host.max())
@@ -263,10 +280,9 @@ def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trial
     out: dict[str, Any] = {"ecmp_fabric": fabric.label, "ecmp_trials": 0, "ecmp_flows": 0}
     if not len(n["bytes"]):
         return out
-    key = np.stack([n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"]], axis=1)
-    qps, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    sizes = np.bincount(inverse.reshape(-1), weights=(n["bytes"] * n["weight"]).astype(np.float64),
-                        minlength=len(qps))  # fmt: skip
+    first, inverse = _row_groups(n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"])
+    qps = first  # one QP flow per distinct row
+    sizes = np.bincount(inverse, weights=(n["bytes"] * n["weight"]).astype(np.float64), minlength=len(qps))
     out["ecmp_flows"] = len(qps)
     network = fabric.build(shapes.network())
     ends = FlowEnds(
@@ -279,20 +295,42 @@ def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trial
     )
     tier = network.tier == LEAF_SPINE
 
-    def spread(routing: str, s: int = 0) -> float | None:
-        loads = link_loads(route(network, ends, routing, s), sizes)[tier]
-        used = loads[loads > 0]
+    def spread(loads: np.ndarray) -> float | None:
+        used = loads[tier][loads[tier] > 0]
         return float(used.max() / used.mean()) if len(used) else None
 
     trials = max(1, min(trials, MAX_ECMP_DRAWS // len(qps)))
-    values = np.array([v for v in (spread("ecmp", seed + t) for t in range(trials)) if v is not None])
+    values = np.array([v for v in map(spread, _ecmp_loads(network, ends, sizes, seed, trials)) if v is not None])
     out["ecmp_trials"] = trials
     if len(values):
         out["ecmp_byte_max_over_mean"] = float(values.mean())
         out["ecmp_byte_max_over_mean_p99"] = float(np.quantile(values, 0.99))
-        out["pinned_byte_max_over_mean"] = spread("pinned")
-        out["spray_byte_max_over_mean"] = spread("spray")
+        out["pinned_byte_max_over_mean"] = spread(link_loads(route(network, ends, "pinned"), sizes))
+        out["spray_byte_max_over_mean"] = spread(link_loads(route(network, ends, "spray"), sizes))
     return out
+
+
+ECMP_BATCH = 1 << 20  # QP flows routed per route() call when drawing many seeds at once
+
+
+def _ecmp_loads(network: Any, ends: Any, sizes: Any, seed: int, trials: int) -> Iterator[Any]:
+    """Each link's bytes under ECMP for seeds seed .. seed+trials-1, one array per seed: several seeds
+    routed in one call (the flows repeated, one seed per copy), which is what makes 64 draws cheap."""
+    import numpy as np
+
+    from tracekit.fabric.routing import FlowEnds, route
+
+    per_call = max(1, ECMP_BATCH // ends.size)
+    for first in range(0, trials, per_call):
+        count = min(per_call, trials - first)
+        many = FlowEnds(*(np.tile(getattr(ends, name), count) for name in
+                          ("src_nic", "dst_nic", "src_gpu", "dst_gpu", "qp", "kind")))  # fmt: skip
+        seeds = np.repeat(np.arange(seed + first, seed + first + count, dtype=np.int64), ends.size)
+        inc = route(network, many, "ecmp", seeds)
+        draw = inc.flow // ends.size
+        weights = inc.weight * np.tile(sizes, count)[inc.flow]
+        loads = np.bincount(draw * inc.num_links + inc.link, weights, minlength=count * inc.num_links)
+        yield from loads.reshape(count, inc.num_links)
 
 
 def _mean(values: pl.Series) -> float | None:
@@ -311,7 +349,9 @@ def burstiness(flows: pl.DataFrame, bucket_s: float | None = None) -> pl.DataFra
     """
     import polars as pl
 
-    inter = flows.filter((pl.col("link") == "network") & (pl.col("bytes") > 0))
+    from tracekit.replay.assemble import NETWORK_LINKS
+
+    inter = flows.filter(pl.col("link").is_in(NETWORK_LINKS) & (pl.col("bytes") > 0))
     if not inter.height:
         return pl.DataFrame(schema={"bucket": pl.Int64, "start_s": pl.Float64, "bytes": pl.Int64})
     first, last = float(inter["start_s"].min()), float(inter["start_s"].max())  # type: ignore[arg-type]

@@ -2,8 +2,9 @@
 
 Every matrix keeps NVLink and network bytes apart: `scope` is 'intra_host' for a flow whose two
 ends share a host, 'inter_host' otherwise (at rack level: 'intra_host', 'intra_rack' between hosts
-of one rack, 'inter_rack'). The same matrices are queries/replay/traffic_matrix_*.sql over a
-`flows` table, stored in OUT/replay.duckdb by `tracekit replay`.
+of one rack, 'inter_rack'). A flow of an in-network reduction has a switch at one end: its null rank
+(and, for collnet, null host and rack) is a row or column of its own. The same matrices are
+queries/replay/traffic_matrix_*.sql over a `flows` table, stored in OUT/replay.duckdb by `tracekit replay`.
 """
 
 from __future__ import annotations

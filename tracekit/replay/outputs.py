@@ -57,6 +57,7 @@ def write_all(
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise InputError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
+    _refuse_switch_flows(result, formats)
     staging = _staging(out)
     try:
         written = _write(result, staging, formats, csv, fabric, htsim_binary, include_intra_host, ecmp_trials)
@@ -67,6 +68,26 @@ def write_all(
     if replaced:
         result.notes.append(f"{out}: the earlier replay's files there were replaced")
     return [out / path.relative_to(staging) for path in written]
+
+
+SIMULATORS = {"hpcc": "HPCC's ns-3", "htsim": "htsim", "chakra": "ASTRA-sim"}
+
+
+def _refuse_switch_flows(result: Replay, formats: list[str]) -> None:
+    """Simulator inputs join two hosts' GPUs or NICs: a flow that ends in a switch (NVLS, CollNet) has no
+    place in them, and leaving it out would misstate the traffic."""
+    import polars as pl
+
+    asked = [SIMULATORS[f] for f in formats if f in SIMULATORS]
+    if not asked:
+        return
+    switch = result.flows.filter(pl.col("link").is_in(["nvls", "collnet"]))
+    if switch.height:
+        raise InputError(
+            f"--format: {', '.join(asked)} cannot express the {switch.height:,} flows into or out of a switch "
+            "(in-network reduction): replay without --in-network-reduction (or --algorithm nvls/collnet) for "
+            "simulator inputs"
+        )
 
 
 def write_fleet(result: FleetReplay, out: Path) -> list[Path]:

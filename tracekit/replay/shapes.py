@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tracekit.replay.decompose import Decomposition
     from tracekit.replay.placement import Placement
 
-FIELDS = ("src_rank", "dst_rank", "src_nic", "dst_nic", "channel", "qp", "link", "pxn", "bytes", "step")
+FIELDS = ("src_rank", "dst_rank", "src_nic", "dst_nic", "channel", "qp", "link", "switch", "pxn", "bytes", "step")
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Shape:
     algorithm: str
     protocol: str
     flows: dict[str, np.ndarray]  # FIELDS plus src_host, dst_host, src_rack, dst_rack, src_rail, dst_rail,
-    # src_gpu, dst_gpu (global), dep_ptr, dep_idx (local to the shape)
+    # src_gpu, dst_gpu (global), dep_ptr, dep_idx (local to the shape); a switch end's rank, GPU, NIC
+    # and rail are -1 (`switch`: base.TO_SWITCH / FROM_SWITCH), its host and rack the GPU's
 
     @property
     def count(self) -> int:
@@ -66,7 +67,7 @@ def job_shapes(
     """The distinct collectives of a decomposed job (see the module docstring)."""
     import numpy as np
 
-    from tracekit.replay.algorithms.base import NET
+    from tracekit.replay.algorithms.base import FROM_SWITCH, NET, TO_SWITCH
 
     where = placement.locate(np.arange(max(world, 1), dtype=np.int64))
     gpu_of = where["host"] * placement.gpus_per_host + where["gpu"]
@@ -89,6 +90,11 @@ def job_shapes(
                 src, dst = ranks[stamped.src[lo:hi]], ranks[stamped.dst[lo:hi]]
             host_src, host_dst = where["host"][src], where["host"][dst]
             network = stamped.link[lo:hi] == NET
+            switch = stamped.switches[lo:hi]
+            src_gpu, dst_gpu = gpu_of[src], gpu_of[dst]
+            # a switch end has no rank and no GPU (the host's NVSwitch, or the switch a NIC attaches to)
+            src, src_gpu = (np.where(switch == FROM_SWITCH, -1, a) for a in (src, src_gpu))
+            dst, dst_gpu = (np.where(switch == TO_SWITCH, -1, a) for a in (dst, dst_gpu))
             local_src_nic, local_dst_nic = (
                 stamped.src_nic[lo:hi].astype(np.int64),
                 stamped.dst_nic[lo:hi].astype(np.int64),
@@ -99,8 +105,8 @@ def job_shapes(
             flows = {
                 "src_rank": src.astype(np.int64),
                 "dst_rank": dst.astype(np.int64),
-                "src_nic": np.where(network, host_src * placement.nics + local_src_nic, -1),
-                "dst_nic": np.where(network, host_dst * placement.nics + local_dst_nic, -1),
+                "src_nic": np.where(network & (local_src_nic >= 0), host_src * placement.nics + local_src_nic, -1),
+                "dst_nic": np.where(network & (local_dst_nic >= 0), host_dst * placement.nics + local_dst_nic, -1),
                 "channel": stamped.channel[lo:hi].astype(np.int64),
                 "qp": stamped.qp[lo:hi].astype(np.int64),
                 "link": stamped.link[lo:hi].astype(np.int64),
@@ -111,10 +117,11 @@ def job_shapes(
                 "dst_host": host_dst,
                 "src_rack": where["rack"][src],
                 "dst_rack": where["rack"][dst],
-                "src_rail": np.where(network, placement.rail_of_nic(np.maximum(local_src_nic, 0)), -1),
-                "dst_rail": np.where(network, placement.rail_of_nic(np.maximum(local_dst_nic, 0)), -1),
-                "src_gpu": gpu_of[src],
-                "dst_gpu": gpu_of[dst],
+                "src_rail": np.where(local_src_nic >= 0, placement.rail_of_nic(np.maximum(local_src_nic, 0)), -1),
+                "dst_rail": np.where(local_dst_nic >= 0, placement.rail_of_nic(np.maximum(local_dst_nic, 0)), -1),
+                "src_gpu": src_gpu,
+                "dst_gpu": dst_gpu,
+                "switch": switch.astype(np.int64),
                 "dep_ptr": ptr,
                 "dep_idx": (first - offset).astype(np.int64),
             }

@@ -33,6 +33,11 @@ class Stamped:
     dst_nic: np.ndarray  # int16
     qp: np.ndarray  # int16
     pxn: np.ndarray  # bool
+    switch: np.ndarray  # int8 base.NO_SWITCH / TO_SWITCH / FROM_SWITCH
+
+    @property
+    def switches(self) -> np.ndarray:  # the same name as Template's
+        return self.switch
 
 
 def part_bytes(total: np.ndarray, den: int | np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -92,6 +97,7 @@ def stamp(
         dst_nic=np.tile(template.dst_nic, c_count)[keep],
         qp=np.tile(template.qp, c_count)[keep],
         pxn=np.tile(template.pxn, c_count)[keep],
+        switch=np.tile(template.switches, c_count)[keep],
     )
 
 

@@ -239,7 +239,7 @@ def _solve(
     else:
         plan = _plan(flows, algorithm, protocol, network, routing, seed, intra_link, structure)
         incidence, latency = plan.incidence, plan.latency
-        start, end = plan.times(sizes, release, ptr, idx)
+        start, end = plan.times(sizes, release)
         start, end = _within_capacity(start, end, incidence, sizes, network.capacity_Bps, base_s, latency)
     end = np.where(np.isfinite(end), end, base_s)
     return start, end, float(end.max(initial=base_s)), incidence, sizes
@@ -263,20 +263,33 @@ def _routing_and_latency(
 
 
 @dataclass
+class Wave:
+    """One step's flows and what they wait for, laid out for the times pass: `flat` the flows waited
+    for, grouped by waiter (`starts` where each waiting member's group begins, `waiting` which
+    members wait at all), and whether any of them is in the same step (then passes repeat)."""
+
+    members: Any
+    flat: Any
+    starts: Any
+    waiting: Any
+    inside: bool
+
+
+@dataclass
 class WavePlan:
-    """What the waves timing of a shape needs besides its sizes: its routing, latencies, steps and each
-    flow's fair-share rate in its step. None of it depends on the bytes, so collectives of the same
-    structure and any sizes (the same group and algorithm in another job, another message size) share it."""
+    """What the waves timing of a shape needs besides its sizes: its routing, latencies, steps, each
+    flow's fair-share rate in its step and the steps' dependencies. None of it depends on the bytes,
+    so collectives of the same structure and any sizes (the same group and algorithm in another job,
+    another message size) share it."""
 
     incidence: Any
     latency: Any
-    order: Any  # flows by step
-    bounds: Any  # where each step starts in `order`
     rates: Any  # bytes/s per flow (0 for a flow crossing no link)
     has_links: Any
+    waves: list[Wave]
 
     @classmethod
-    def build(cls, incidence: Any, capacity: Any, latency: Any, step: Any) -> WavePlan:
+    def build(cls, incidence: Any, capacity: Any, latency: Any, step: Any, ptr: Any, idx: Any) -> WavePlan:
         import numpy as np
 
         count = len(step)
@@ -284,18 +297,17 @@ class WavePlan:
         bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
         rates = _step_rates(incidence, capacity, count, order, bounds)
         has_links = np.bincount(incidence.flow, minlength=count) > 0
-        return cls(incidence, latency, order, bounds, rates, has_links)
+        return cls(incidence, latency, rates, has_links, _waves(order, bounds, step, ptr, idx))
 
     def nbytes(self) -> int:
-        arrays = (self.latency, self.order, self.bounds, self.rates, self.has_links, *vars(self.incidence).values())
-        return sum(int(getattr(a, "nbytes", 0)) for a in arrays)
+        arrays = [self.latency, self.rates, self.has_links, *vars(self.incidence).values()]
+        arrays += [a for w in self.waves for a in (w.members, w.flat, w.starts, w.waiting)]
+        return sum(int(getattr(a, "nbytes", 0)) for a in arrays) + 200 * len(self.waves)
 
-    def times(self, sizes: Any, release: Any, ptr: Any, idx: Any) -> tuple[Any, Any]:
+    def times(self, sizes: Any, release: Any) -> tuple[Any, Any]:
         """Start and end of every flow: each after the flows it waits for, moving its bytes at its
         step's rate. Dependencies inside one step (a PXN relay and its send) are followed in a few passes."""
         import numpy as np
-
-        from tracekit.fabric.fairshare import ranges
 
         with np.errstate(divide="ignore", invalid="ignore"):
             moving = np.where(sizes > 0, sizes / self.rates, 0.0)
@@ -303,24 +315,39 @@ class WavePlan:
         count = len(sizes)
         start = np.zeros(count)
         end = np.full(count, np.inf)
-        order, bounds = self.order, self.bounds
-        for w in range(len(bounds) - 1):
-            members = order[bounds[w] : bounds[w + 1]]
+        for wave in self.waves:
+            members = wave.members
             duration = durations[members]
-            counts = ptr[members + 1] - ptr[members]
-            flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
-            owner = np.repeat(np.arange(len(members)), counts)
             ready = release[members].astype(np.float64)
-            for _ in range(8):  # dependencies inside the step are at most a few hops deep (PXN relay, then send)
+            for _ in range(8 if wave.inside else 1):  # inside a step: a few hops at most (PXN relay, send)
                 waited = ready.copy()
-                if len(flat):
-                    np.maximum.at(waited, owner, end[flat])
+                if len(wave.flat):
+                    latest = np.maximum.reduceat(end[wave.flat], wave.starts)
+                    waited[wave.waiting] = np.maximum(waited[wave.waiting], latest)
                 settled = np.array_equal(start[members], waited) and np.isfinite(waited).all()
                 start[members] = waited
                 end[members] = waited + duration
-                if settled or not len(flat):
+                if settled or not len(wave.flat):
                     break
         return start, end
+
+
+def _waves(order: Any, bounds: Any, step: Any, ptr: Any, idx: Any) -> list[Wave]:
+    """Each step's Wave (see Wave), in step order."""
+    import numpy as np
+
+    from tracekit.fabric.fairshare import ranges
+
+    out = []
+    for w in range(len(bounds) - 1):
+        members = order[bounds[w] : bounds[w + 1]]
+        counts = ptr[members + 1] - ptr[members]
+        flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
+        waiting = np.flatnonzero(counts > 0)
+        starts = (np.cumsum(counts) - counts)[waiting]
+        inside = bool(len(flat)) and bool((step[flat] == step[members[0]]).any())
+        out.append(Wave(members, flat, starts, waiting, inside))
+    return out
 
 
 def waves(
@@ -328,7 +355,7 @@ def waves(
 ) -> tuple[Any, Any]:
     """Start and end of every flow: the max-min fair rates of each step's flows in flight together, then
     every flow after the flows it waits for (see the module docstring)."""
-    return WavePlan.build(incidence, capacity, latency, step).times(sizes, release, ptr, idx)
+    return WavePlan.build(incidence, capacity, latency, step, ptr, idx).times(sizes, release)
 
 
 # Wave plans kept per process, by the structure of the shape and the network (a fleet's jobs repeat
@@ -379,8 +406,11 @@ _STRUCTURE = ("link", "src_nic", "dst_nic", "src_gpu", "dst_gpu", "src_rank", "d
 
 def _hop_latencies(algorithm: str, protocol: str, intra_link: str) -> tuple[float, float]:
     """NCCL's per-hop latency (s) of a flow inside a host and across the network (tuning.cc hwLat)."""
-    from tracekit.replay.nccl import tuning
+    from tracekit.replay.nccl import in_network, tuning
 
+    if algorithm in in_network.ALGORITHMS:
+        inside_us, across_us = in_network.hop_latencies_us(algorithm)
+        return inside_us * 1e-6, across_us * 1e-6
     p = tuning.PROTOCOLS.index(protocol)
     table = "tree" if algorithm == "tree" else "ring"
     return tuning.HW_LATENCY[LINK_CLASS[intra_link]][table][p] * 1e-6, tuning.HW_LATENCY["net"][table][p] * 1e-6
@@ -399,7 +429,8 @@ def _plan(
     plan = _PLANS.get(key)
     if plan is None:
         incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
-        plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"])
+        plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"], flows["dep_ptr"],
+                              flows["dep_idx"])  # fmt: skip
         _PLANS.put(key, plan)
     return plan
 

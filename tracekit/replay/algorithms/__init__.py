@@ -4,15 +4,18 @@
 NICs and split over QPs, or raises NotApplicable when the algorithm does not serve that collective
 for this group (the caller then uses the default). Which algorithm serves what:
 
-| comm_type      | ring  | tree  | direct | halving-doubling | hierarchical |
-|----------------|-------|-------|--------|------------------|--------------|
-| ALL_REDUCE     | yes   | yes   | yes    | yes (any n, fold) | equal GPUs per host |
-| REDUCE_SCATTER | yes   | -     | yes    | n = 2^k          | equal GPUs per host |
-| ALL_GATHER     | yes   | -     | yes    | n = 2^k          | equal GPUs per host |
-| ALL_TO_ALL     | -     | -     | yes    | -                | -            |
-| BROADCAST      | chain | -     | yes    | -                | -            |
-| REDUCE         | chain | -     | yes    | -                | -            |
-| GATHER/SCATTER | -     | -     | yes    | -                | -            |
+| comm_type      | ring  | tree  | direct | halving-doubling | hierarchical | nvls | collnet |
+|----------------|-------|-------|--------|------------------|--------------|------|---------|
+| ALL_REDUCE     | yes   | yes   | yes    | yes (any n, fold) | equal GPUs per host | 2+ GPUs per host | 2+ hosts |
+| REDUCE_SCATTER | yes   | -     | yes    | n = 2^k          | equal GPUs per host | one host | -  |
+| ALL_GATHER     | yes   | -     | yes    | n = 2^k          | equal GPUs per host | one host | -  |
+| ALL_TO_ALL     | -     | -     | yes    | -                | -            | -    | -       |
+| BROADCAST      | chain | -     | yes    | -                | -            | -    | -       |
+| REDUCE         | chain | -     | yes    | -                | -            | -    | -       |
+| GATHER/SCATTER | -     | -     | yes    | -                | -            | -    | -       |
+
+nvls and collnet send into and out of a switch (base.TO_SWITCH / FROM_SWITCH): NVLink SHARP in the
+host's NVSwitch, SHARP in the switch a NIC attaches to.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ members in placement order: pod, rack, host, GPU), which bytes it carries, which
 it waits for, and how it travels: its channel, whether it stays inside a host (`link` INTRA: NVLink
 or PCIe) or crosses the network (NET) and through which NIC of each host (local NIC indices), its
 queue pair, and whether it is a hop of NCCL's PXN (to or from the GPU whose NIC is on the right rail).
+An in-network reduction (NVLS, CollNet/SHARP) also sends to and receives from a switch: such a
+transfer names its one GPU as both `src` and `dst`, and `switch` says which end is the switch
+(TO_SWITCH: the GPU sends into it; FROM_SWITCH: it sends to the GPU). With `link` INTRA the
+switch is the host's NVSwitch; with NET it is the switch the GPU's NIC attaches to (SHARP).
 `stamp` then expands the template over every collective of that group at once (numpy), so no Python
 code runs per flow.
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 INTRA = 0  # inside a host: NVLink (or PCIe on a PCIe-only host)
 NET = 1  # across the network, NIC to NIC
 UNSET = -1  # the builder did not say: inside a host when both ends share one, else NET from own NICs
+NO_SWITCH, TO_SWITCH, FROM_SWITCH = 0, 1, 2  # which end of a transfer is a switch (see the module docstring)
 
 
 @dataclass
@@ -46,6 +51,18 @@ class Template:
     dst_nic: np.ndarray  # int16 local NIC index at the receiver's host (-1 inside a host)
     qp: np.ndarray  # int16 queue pair of the connection (0 inside a host)
     pxn: np.ndarray  # bool: a PXN hop (NVLink to the rail's GPU, or the network send from it)
+    switch: np.ndarray | None = None  # int8 NO_SWITCH / TO_SWITCH / FROM_SWITCH (None: no switch end)
+
+    def __post_init__(self) -> None:
+        import numpy as np
+
+        if self.switch is None:
+            self.switch = np.zeros(len(self.src), dtype=np.int8)
+
+    @property
+    def switches(self) -> np.ndarray:
+        assert self.switch is not None
+        return self.switch
 
     @property
     def size(self) -> int:
@@ -109,7 +126,7 @@ class Builder:
     def __init__(self, n: int, den: int) -> None:
         self.n = n
         self.den = den
-        self.rows: list[tuple[int, int, int, int, int, int, int, int, int, int]] = []
+        self.rows: list[tuple[int, int, int, int, int, int, int, int, int, int, int]] = []
         self.deps: list[list[int]] = []
 
     def add(
@@ -124,16 +141,17 @@ class Builder:
         link: int = UNSET,
         src_nic: int = -1,
         dst_nic: int = -1,
-        pxn: bool = False,
+        pxn: bool | int = False,
+        switch: int = NO_SWITCH,
     ) -> int:
-        self.rows.append((src, dst, lo, hi, basis, channel, link, src_nic, dst_nic, int(pxn)))
+        self.rows.append((src, dst, lo, hi, basis, channel, link, src_nic, dst_nic, int(pxn), switch))
         self.deps.append(deps)
         return len(self.rows) - 1
 
     def build(self) -> Template:
         import numpy as np
 
-        rows = np.array(self.rows, dtype=np.int64).reshape(-1, 10)
+        rows = np.array(self.rows, dtype=np.int64).reshape(-1, 11)
         counts = np.array([len(d) for d in self.deps], dtype=np.int64)
         ptr = np.zeros(len(self.deps) + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
@@ -159,6 +177,7 @@ class Builder:
             dst_nic=rows[:, 8].astype(np.int16),
             qp=np.zeros(len(rows), dtype=np.int16),
             pxn=rows[:, 9].astype(bool),
+            switch=rows[:, 10].astype(np.int8),
         )
 
 
@@ -236,7 +255,23 @@ def split_qps(t: Template, qps: int) -> Template:
         dst_nic=t.dst_nic[owner],
         qp=np.where(split, k, 0).astype(np.int16),
         pxn=t.pxn[owner],
+        switch=t.switches[owner],
     )
+
+
+def post_order(children: list[list[int]], roots: list[int]) -> list[int]:
+    """Every node of the trees under `roots`, children before their parents (iterative: trees can be deep chains)."""
+    out: list[int] = []
+    for root in roots:
+        stack = [(int(root), False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                out.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(children[node]))
+    return out
 
 
 def _ramp(counts: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.replay.algorithms.base import INTRA, NET, Builder, Template, empty
+from tracekit.replay.algorithms.base import INTRA, NET, Builder, Template, empty, post_order
 from tracekit.replay.algorithms.registry import Algorithm
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def all_reduce(req: Request) -> Template:
         for piece in range(pieces):
             lo = c * pieces + piece
             up_into: dict[int, list[int]] = {}
-            for p in _post_order(children, roots):
+            for p in post_order(children, roots.tolist()):
                 if parent[p] >= 0:
                     up_into.setdefault(int(parent[p]), []).append(edge.send(p, int(parent[p]), lo, up_into.get(p, [])))
             for root in roots.tolist():
@@ -90,21 +90,6 @@ class _Edges:
         )
         self.last[key] = t
         return [t]
-
-
-def _post_order(children: list[list[int]], roots: object) -> list[int]:
-    """Every position, children before their parents (iterative: trees can be deep chains)."""
-    out: list[int] = []
-    for root in roots.tolist():  # type: ignore[attr-defined]
-        stack = [(int(root), False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                out.append(node)
-                continue
-            stack.append((node, True))
-            stack.extend((child, False) for child in reversed(children[node]))
-    return out
 
 
 def _broadcast(edge: _Edges, children: list[list[int]], root: int, lo: int, waits: list[int]) -> None:

@@ -126,7 +126,7 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
         parent[c, chain[inner]] = chain[np.flatnonzero(inner) - 1]
         tree_nic[c, chain] = np.repeat(nic, sizes)
         _link_heads(parent[c], chain, ends - sizes, sizes, balanced.astype(bool), parents, types)
-    p2p, per_peer = _p2p_channels(coll, n, len(nodes), _path_gbytes(placement))
+    p2p, per_peer = _p2p_channels(coll, n, len(nodes), path_gbytes(placement))
     return CommTopology(
         channels=coll,
         ring=rings,
@@ -238,18 +238,18 @@ def _graph_channels(nodes: list[Node], placement: Placement, options: NcclOption
     arch = options.gpu_arch
     if len(nodes) <= 1:
         if placement.intra_host != "nvlink":
-            return 1, 0.0, _snap(placement.pcie_gbytes, SPEEDS_INTER[80])
+            return 1, 0.0, snap(placement.pcie_gbytes, SPEEDS_INTER[80])
         # NVSwitch: 6 channels at 60 (Hopper) or 40 GB/s, duplicated to 12 (search.cc speeds; dup rule)
         return 12, 0.0, 30.0 if arch >= 90 else 20.0
     nics = min(len(node.nics) for node in nodes)
-    speed = _snap(_path_gbytes(placement), SPEEDS_INTER[arch if arch in SPEEDS_INTER else 80])
+    speed = snap(path_gbytes(placement), SPEEDS_INTER[arch if arch in SPEEDS_INTER else 80])
     channels = min(nics, MAXCHANNELS // 2)
     if not (speed < 25 or (arch > 80 and speed < 50 and channels > 4)):
         channels, speed = min(2 * channels, MAXCHANNELS // 2), speed / 2
     return channels, speed, speed
 
 
-def _path_gbytes(placement: Placement) -> float:
+def path_gbytes(placement: Placement) -> float:
     """GB/s of a GPU's path to its NIC as NCCL's topology sees it: min(NIC, PCIe)."""
     return min(placement.nic_gbps / 8, placement.pcie_gbytes)
 
@@ -322,7 +322,7 @@ def _p2p_channels(coll: int, ranks: int, nodes: int, path: float) -> tuple[int, 
     return p2p, per_peer
 
 
-def _snap(value: float, speeds: tuple[float, ...]) -> float:
+def snap(value: float, speeds: tuple[float, ...]) -> float:
     """The highest of NCCL's channel speeds at most `value` (its lowest when none is)."""
     for speed in speeds:
         if speed <= value:

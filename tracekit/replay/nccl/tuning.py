@@ -15,8 +15,9 @@ cheapest:
 * Tree AllReduce bandwidth × NCCL's tree correction factor per power-of-two size; Ring Simple
   AllReduce latency × 1.4 across nodes once bytes/(channels × ranks) ≥ 64;
 * Tree serves only AllReduce; AllGather/ReduceScatter run Ring (PAT needs one GPU per node and is
-  not modelled); Broadcast/Reduce Ring; LL128 needs NVLink inside the host; NVLS (NVLink SHARP) and
-  CollNet (SHARP) are not modelled: their flows end in a switch, which the replay's flows cannot;
+  not modelled); Broadcast/Reduce Ring; LL128 needs NVLink inside the host; NVLS (NVLink SHARP,
+  NVLSTree across nodes) and CollNet Direct (SHARP) compete too where `--in-network-reduction`
+  switches them on and NCCL would allow them (tracekit.replay.nccl.in_network: their numbers);
 * channels: the communicator's, lowered while bytes < channels × threads × threshold (Simple 512
   threads × 64 B, LL 512 × 8 B (× ranks for Ring), LL128 640 × 8 B).
 
@@ -27,7 +28,7 @@ from the CPU vendor).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -92,7 +93,12 @@ def choose(
         return Choice("", "Simple", 0)
     if comm_type in P2P_TYPES:
         return Choice("direct", "Simple", p2p_parts(topo, max(size // max(layout.n, 1), 0)), 1)
-    candidates = NCCL_ALGORITHMS.get(comm_type, ())
+    from tracekit.replay.nccl import in_network
+
+    candidates = NCCL_ALGORITHMS.get(comm_type, ()) + in_network.candidates(comm_type, layout, placement, options)
+    if forced in in_network.ALGORITHMS and forced not in candidates:
+        # asked for by name: NCCL_ALGO=NVLS / COLLNETDIRECT forces it where NCCL's rules allow it at all
+        candidates += in_network.candidates(comm_type, layout, placement, replace(options, in_network=(forced,)))
     if forced != "auto" and forced not in candidates:
         return Choice(forced, "Simple", 1, 1)  # not one of NCCL's: its own template, one channel
     nbytes = size * layout.n if comm_type == "ALL_GATHER" else size
@@ -107,7 +113,11 @@ def choose(
     if best is None:
         return Choice(candidates[0] if candidates else "ring", "Simple", 1, 1)
     t, algorithm, protocol = best
-    channels = channels_for(algorithm, protocol, topo, nbytes, layout.n)
+    channels = (
+        in_network.channels(algorithm, topo, options)
+        if algorithm in in_network.ALGORITHMS
+        else channels_for(algorithm, protocol, topo, nbytes, layout.n)
+    )
     return Choice(algorithm, protocol, channels, pieces(comm_type, algorithm, protocol, size, channels), t)
 
 
@@ -129,6 +139,13 @@ def estimate_us(
     ranks: int,
 ) -> float | None:
     """NCCL's modelled time in µs (None where its model disables the pair)."""
+    from tracekit.replay.nccl import in_network
+
+    if algorithm in in_network.ALGORITHMS:
+        if protocol != "Simple":
+            return None
+        bw = in_network.bandwidth(comm_type, algorithm, topo, placement, options, ranks)
+        return in_network.latency(algorithm, topo, ranks) + nbytes / (1000 * bw) if bw > 0 else None
     bw = bandwidth(comm_type, algorithm, protocol, topo, placement, options, ranks)
     if bw <= 0:
         return None
@@ -217,11 +234,15 @@ def channels_for(algorithm: str, protocol: str, topo: CommTopology, nbytes: int,
 
 
 def pieces(comm_type: str, algorithm: str, protocol: str, size: int, channels: int) -> int:
-    """Pipeline pieces per channel of a tree or a chain (Broadcast/Reduce): NCCL's chunks, at most MAX_PIECES."""
-    if algorithm != "tree" and comm_type not in ("BROADCAST", "REDUCE"):
+    """Pipeline pieces per channel of a tree, a chain (Broadcast/Reduce) or an in-network reduction:
+    NCCL's chunks, at most MAX_PIECES."""
+    from tracekit.replay.nccl.in_network import ALGORITHMS, NVLS_CHUNK
+
+    if algorithm not in ("tree", *ALGORITHMS) and comm_type not in ("BROADCAST", "REDUCE"):
         return 1
     per_channel = size / max(channels, 1)
-    return max(1, min(MAX_PIECES, math.ceil(per_channel / CHUNK_BYTES[protocol])))
+    chunk = NVLS_CHUNK if algorithm == "nvls" else CHUNK_BYTES[protocol]
+    return max(1, min(MAX_PIECES, math.ceil(per_channel / chunk)))
 
 
 def p2p_parts(topo: CommTopology, peer_bytes: int) -> int:
