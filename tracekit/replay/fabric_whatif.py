@@ -98,6 +98,7 @@ def time_shapes(
     progress: Callable[[int], None] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The what-if table of a job's distinct collectives, and each collective's time per run."""
+    import numpy as np
     import polars as pl
 
     from tracekit.fabric.topology import NIC, FabricSpec
@@ -107,7 +108,17 @@ def time_shapes(
     where = shapes.network()
     ideal = timer.run(FabricSpec("ideal").build(where))
     ideal_s = ideal.durations(shapes)
-    rows: list[dict[str, Any]] = []
+    # per collective, in shape order: the shape it belongs to (a run's rows repeat its shape's time)
+    owner = np.repeat(np.arange(len(shapes.shapes)), [shape.count for shape in shapes.shapes])
+    ids = np.array([cid for shape in shapes.shapes for cid in shape.collective_ids], dtype=np.int64)
+    kinds = [shapes.shapes[k].comm_type for k in owner.tolist()]
+    moved = np.array([network_bytes(shape) for shape in shapes.shapes], dtype=np.int64)[owner]
+    ideal_per = np.asarray(ideal_s, dtype=np.float64)[owner]
+    schema = {"fabric": pl.String, "routing": pl.String, "seed": pl.Int64, "collective_id": pl.Int64,
+              "comm_type": pl.String, "time_s": pl.Float64, "ideal_s": pl.Float64, "busiest_link_s": pl.Float64,
+              "network_bytes": pl.Int64}  # fmt: skip
+    parts: list[pl.DataFrame] = []
+    jobs: list[dict[str, Any]] = []
     built: dict[int, tuple[Any, Any]] = {}  # per fabric: its network, and its one run when routing changes nothing
     for fabric, routing, seed in plan(fabrics, routings, seeds):
         if id(fabric) not in built:
@@ -116,23 +127,22 @@ def time_shapes(
         network, alike = built[id(fabric)]
         run = alike if alike is not None else timer.run(network, routing, seed)
         network_links = network.tier >= NIC
-        for shape, t, ti in zip(shapes.shapes, run.durations(shapes), ideal_s, strict=True):
-            rows.extend(
-                {"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": cid,
-                 "comm_type": shape.comm_type, "time_s": t, "ideal_s": ti, "network_bytes": network_bytes(shape)}
-                for cid in shape.collective_ids
-            )  # fmt: skip
+        parts.append(pl.DataFrame({
+            "fabric": [fabric.label] * len(ids), "routing": [routing] * len(ids), "seed": [seed] * len(ids),
+            "collective_id": ids, "comm_type": kinds,
+            "time_s": np.asarray(run.durations(shapes), dtype=np.float64)[owner], "ideal_s": ideal_per,
+            "busiest_link_s": np.full(len(ids), np.nan), "network_bytes": moved,
+        }, schema=schema))  # fmt: skip
         total = run.communication_s(shapes)
         busiest = run.link_bytes[network_links] / network.capacity_Bps[network_links]
-        rows.append({"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": -1,
+        jobs.append({"fabric": fabric.label, "routing": routing, "seed": seed, "collective_id": -1,
                      "comm_type": None, "time_s": total, "ideal_s": ideal.communication_s(shapes),
-                     "busiest_link_s": float(busiest.max(initial=0.0))})  # fmt: skip
+                     "busiest_link_s": float(busiest.max(initial=0.0)), "network_bytes": None})  # fmt: skip
         if progress:
             progress(1)
-    per = pl.DataFrame(rows, schema={"fabric": pl.String, "routing": pl.String, "seed": pl.Int64,
-                                     "collective_id": pl.Int64, "comm_type": pl.String, "time_s": pl.Float64,
-                                     "ideal_s": pl.Float64, "busiest_link_s": pl.Float64,
-                                     "network_bytes": pl.Int64})  # fmt: skip
+    per = pl.concat([*parts, pl.DataFrame(jobs, schema=schema)], rechunk=True).with_columns(
+        pl.col("busiest_link_s").fill_nan(None)
+    )
     return _table(per), per.filter(pl.col("collective_id") >= 0).drop("busiest_link_s", "network_bytes")
 
 
