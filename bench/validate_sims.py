@@ -502,8 +502,8 @@ def _scheduled(result: Replay, starts_s: np.ndarray) -> Replay:
 
 def write_schedule(result: Replay, network: Network, out: Path, starts_s: np.ndarray, simulator: str) -> None:
     """The replay's htsim or HPCC files again, its flows starting at `starts_s`."""
-    from tracekit.replay.hpcc import write_hpcc
-    from tracekit.replay.htsim import write_htsim
+    from tracekit.replay.emitters.hpcc import write_hpcc
+    from tracekit.replay.emitters.htsim import write_htsim
 
     scheduled = _scheduled(result, starts_s)
     if simulator == "htsim":

@@ -24,7 +24,7 @@ def test_replay_writes_every_format(captured_dataset: Path, tmp_path: Path) -> N
         assert (out / name).is_file(), name
     assert sorted(p.name for p in (out / "astra").glob("workload.*.et")) == [f"workload.{r}.et" for r in range(4)]
     meta = json.loads((out / "replay.json").read_text())
-    assert meta["formats"] == ["flows", "hpcc", "htsim", "chakra"] and meta["placement"]["gpus_per_host"] == 1
+    assert meta["formats"] == ["flows", "chakra", "hpcc", "htsim"] and meta["placement"]["gpus_per_host"] == 1
     assert pl.read_parquet(out / "flows.parquet").height == meta["flows"]
 
 
@@ -101,3 +101,13 @@ def test_the_cli_choices_are_the_registries() -> None:
 
     assert [a.value for a in ReplayAlgorithm] == ["auto", *sorted(algorithms.names())]
     assert tuple(r.value for r in InNetwork) == IN_NETWORK
+
+
+def test_the_format_choices_are_the_emitters() -> None:
+    from tracekit.cli import ReplayFormat
+    from tracekit.replay.emitters import emitters
+    from tracekit.replay.outputs import FORMATS
+
+    assert [f.value for f in ReplayFormat] == ["flows", *emitters(), "all"]
+    assert FORMATS == ("flows", *emitters())
+    assert {e.folder for e in emitters().values()} == {"hpcc", "htsim", "astra"}

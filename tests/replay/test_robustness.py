@@ -172,7 +172,7 @@ def test_htsim_splits_big_flows_and_never_fires_two_triggers_from_one_flow(tmp_p
         ]
     )  # fmt: skip
     from tracekit.fabric.topology import FabricSpec
-    from tracekit.replay.htsim import write_htsim
+    from tracekit.replay.emitters.htsim import write_htsim
     from tracekit.replay.timing import endpoints
 
     notes: list[str] = []

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
+from tracekit.replay.emitters import Emission, emitters, names
 
 if TYPE_CHECKING:
     import polars as pl
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from tracekit.replay import Replay
     from tracekit.replay.fleet import FleetReplay
 
-FORMATS = ("flows", "hpcc", "htsim", "chakra")
+FORMATS = ("flows", *names())  # the flows, then every emitter of tracekit.replay.emitters
 MARKER = "replay.json"
 
 
@@ -70,15 +71,12 @@ def write_all(
     return [out / path.relative_to(staging) for path in written]
 
 
-SIMULATORS = {"hpcc": "HPCC's ns-3", "htsim": "htsim", "chakra": "ASTRA-sim"}
-
-
 def _refuse_switch_flows(result: Replay, formats: list[str]) -> None:
     """Simulator inputs join two hosts' GPUs or NICs: a flow that ends in a switch (NVLS, CollNet) has no
     place in them, and leaving it out would misstate the traffic."""
     import polars as pl
 
-    asked = [SIMULATORS[f] for f in formats if f in SIMULATORS]
+    asked = [emitters()[f].simulator for f in formats if f in emitters()]
     if not asked:
         return
     switch = result.flows.filter(pl.col("link").is_in(["nvls", "collnet"]))
@@ -179,18 +177,11 @@ def _write(
         frame.write_parquet(path)
         written.append(path)
     written.append(_write_duckdb(result, out))
-    if "hpcc" in formats:
-        from tracekit.replay.hpcc import write_hpcc
-
-        written.extend(write_hpcc(result, out / "hpcc", network, include_intra_host))
-    if "htsim" in formats:
-        from tracekit.replay.htsim import write_htsim
-
-        written.extend(write_htsim(result, out / "htsim", network, htsim_binary, include_intra_host, notes))
-    if "chakra" in formats:
-        from tracekit.replay.astra import write_astra
-
-        written.extend(write_astra(result, out / "astra", notes))
+    for name in formats:
+        emitter = emitters().get(name)
+        if emitter is not None:
+            emission = Emission(result, out / emitter.folder, network, htsim_binary, include_intra_host, notes)
+            written.extend(emitter.write(emission))
     written.append(_write_metadata(result, out, formats, fabric, network, htsim_binary, include_intra_host, notes))
     return written
 
@@ -248,18 +239,11 @@ def _write_metadata(
     flows = result.flows
     last_end = float(flows["end_s"].max()) if flows.height else 0.0  # type: ignore[arg-type]
     simulators: dict[str, Any] = {}
-    if "hpcc" in formats:
-        simulators["hpcc"] = {"run": "sh hpcc/run.sh", "link_gbps": sorted({round(r / 1e9, 6) for r in
-                              _rates(network)})}  # fmt: skip
-    if "htsim" in formats:
-        simulators["htsim"] = {"run": "sh htsim/run.sh", "binary": f"htsim_{binary}",
-                               "linkspeed_mbps": round(network.endpoints.nic_Bps * 8 / 1e6)}  # fmt: skip
-    if "chakra" in formats:
-        from tracekit.replay.astra import GIB, matched_network
-
-        bandwidth, latency = matched_network(result)
-        simulators["astra"] = {"run": "sh astra/run.sh", "bandwidth_gbytes": round(bandwidth * GIB / 1e9, 4),
-                               "latency_ns_per_hop": round(latency, 1)}  # fmt: skip
+    for name in formats:
+        emitter = emitters().get(name)
+        if emitter is not None:
+            emission = Emission(result, out / emitter.folder, network, binary, intra, notes)
+            simulators[emitter.folder] = emitter.run_facts(emission)
     meta: dict[str, Any] = {
         "job": result.job,
         "label": result.label,
@@ -284,9 +268,3 @@ def _write_metadata(
     path = out / MARKER
     path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return path
-
-
-def _rates(network: Network) -> set[float]:
-    from tracekit.fabric.topology import NIC
-
-    return {float(r) * 8 for r in network.capacity_Bps[network.tier >= NIC].tolist()}

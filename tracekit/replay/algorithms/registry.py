@@ -8,8 +8,6 @@ defines `ALGORITHM`; `--algorithm` and `--help` read this registry.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -62,12 +60,7 @@ class Algorithm:
 
 def discover() -> dict[str, Algorithm]:
     """Every ALGORITHM defined by a module of this package, by name, in module order."""
+    from tracekit.registry import discover as find
     from tracekit.replay import algorithms
 
-    found: dict[str, Algorithm] = {}
-    for info in sorted(pkgutil.iter_modules(algorithms.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{algorithms.__name__}.{info.name}")
-        algorithm = getattr(module, "ALGORITHM", None)
-        if isinstance(algorithm, Algorithm):
-            found[algorithm.name] = algorithm
-    return found
+    return find(algorithms, "ALGORITHM", Algorithm)

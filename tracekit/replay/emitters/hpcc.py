@@ -26,9 +26,10 @@ Target: alibaba-edu/High-Precision-Congestion-Control 9f4be2a, `simulation/scrat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
+from tracekit.replay.emitters import Emission, Emitter
 from tracekit.replay.network import network_flows, split_large
 
 if TYPE_CHECKING:
@@ -184,3 +185,24 @@ def config_text(rates: set[float], stop_time_s: float) -> str:
     lines += [f"SIMULATOR_STOP_TIME {stop_time_s:.3f}", f"KMAX_MAP {len(ordered)} {kmax}",
               f"KMIN_MAP {len(ordered)} {kmin}", f"PMAX_MAP {len(ordered)} {pmax}"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _write(e: Emission) -> list[Path]:
+    return write_hpcc(e.result, e.out, e.network, e.include_intra_host)
+
+
+def _run_facts(e: Emission) -> dict[str, Any]:
+    from tracekit.fabric.topology import NIC
+
+    rates = {float(r) * 8 for r in e.network.capacity_Bps[e.network.tier >= NIC].tolist()}
+    return {"run": "sh hpcc/run.sh", "link_gbps": sorted({round(r / 1e9, 6) for r in rates})}
+
+
+EMITTER = Emitter(
+    name="hpcc",
+    simulator="HPCC's ns-3",
+    folder="hpcc",
+    summary="HPCC ns-3: flow.txt, topology.txt, trace.txt, config.txt and run.sh",
+    write=_write,
+    run_facts=_run_facts,
+)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
+from tracekit.replay.emitters import Emission, Emitter
 
 if TYPE_CHECKING:
     import polars as pl
@@ -248,7 +249,8 @@ def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[
     bandwidth, latency_ns = matched_network(result)
     network = out / "network.yml"
     network.write_text(
-        "# 1-D Switch matched to tracekit's replay (tracekit.replay.astra.matched_network): bandwidth in GiB/s per\n"
+        "# 1-D Switch matched to tracekit's replay (tracekit.replay.emitters.astra.matched_network): "
+        "bandwidth in GiB/s per\n"
         "# NPU, latency in ns per hop (a Switch message pays two hops).\n"
         "topology: [ Switch ]\n"
         f"npus_count: [ {result.world_size} ]\n"
@@ -292,3 +294,23 @@ def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[
         "--remote-memory-configuration=remote_memory.json\n"
     )
     return [network, system, memory, run]
+
+
+def _write(e: Emission) -> list[Path]:
+    return write_astra(e.result, e.out, e.notes)
+
+
+def _run_facts(e: Emission) -> dict[str, Any]:
+    bandwidth, latency = matched_network(e.result)
+    return {"run": "sh astra/run.sh", "bandwidth_gbytes": round(bandwidth * GIB / 1e9, 4),
+            "latency_ns_per_hop": round(latency, 1)}  # fmt: skip
+
+
+EMITTER = Emitter(
+    name="chakra",
+    simulator="ASTRA-sim",
+    folder="astra",
+    summary="ASTRA-sim: a Chakra ET per rank, comm_groups.json, configs and run.sh",
+    write=_write,
+    run_facts=_run_facts,
+)

@@ -30,9 +30,10 @@ Rules from research/simulators-run.md §1, checked by ../shared/simcheck/htsim_c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
+from tracekit.replay.emitters import Emission, Emitter
 from tracekit.replay.network import network_flows, split_large
 
 if TYPE_CHECKING:
@@ -293,3 +294,22 @@ def _run_script(out: Path, job: str, binary: str, nodes: int, speed_mbps: int, e
         f'cd "$(dirname "$0")" && {" ".join(parts)}\n'
     )
     return path
+
+
+def _write(e: Emission) -> list[Path]:
+    return write_htsim(e.result, e.out, e.network, e.htsim_binary, e.include_intra_host, e.notes)
+
+
+def _run_facts(e: Emission) -> dict[str, Any]:
+    return {"run": "sh htsim/run.sh", "binary": f"htsim_{e.htsim_binary}",
+            "linkspeed_mbps": round(e.network.endpoints.nic_Bps * 8 / 1e6)}  # fmt: skip
+
+
+EMITTER = Emitter(
+    name="htsim",
+    simulator="htsim",
+    folder="htsim",
+    summary="htsim connection matrix (.cm), topology and run.sh",
+    write=_write,
+    run_facts=_run_facts,
+)
