@@ -236,6 +236,9 @@ def _estimate(name: str, req: Request, qps: int) -> int:
         return (n * n * (n + 1) if req.comm_type == "ALL_REDUCE" else n * n) * width
     if name == "ring":
         return 4 * n * n * width * max(req.chunks, 1)
+    if name == "collnet":  # a down waits for its slice from every host: hosts^2 x heads per channel piece
+        h, heads = req.layout.host_count, max(req.layout.max_per_host, 1)
+        return (h * h * heads + 6 * n * heads) * max(req.channels, 1) * max(req.chunks, 1)
     return (8 * n * max(n.bit_length(), 1) + 8 * n) * width * max(req.chunks, 1)
 
 

@@ -20,9 +20,9 @@ once per host.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tracekit.replay.algorithms.base import FROM_SWITCH, INTRA, NET, TO_SWITCH, Builder, Template, empty
+from tracekit.replay.algorithms.base import FROM_SWITCH, INTRA, NET, TO_SWITCH, Template, empty
 from tracekit.replay.algorithms.registry import Algorithm
 
 if TYPE_CHECKING:
@@ -51,41 +51,94 @@ def serves(req: Request) -> bool:
 
 
 def all_reduce(req: Request) -> Template:
+    """The transfers of the module docstring, built as arrays (a down waits for its slice from every
+    host: h dependencies each, so a Python list per transfer would not scale to many hosts)."""
+    import numpy as np
+
     from tracekit.replay.algorithms.nvls import host_members
 
     hosts, per_host = host_members(req), heads(req)
     n, channels, pieces = req.layout.n, req.topology.channels, max(req.chunks, 1)
     if hosts is None or per_host is None or n < 2 or channels < 1:
         return empty(n)
-    k = len(per_host[0])
-    nics = req.layout.nics
-    b = Builder(n, channels * pieces * k)
-    last: dict[tuple[int, int, str, int], int] = {}
+    members, head = np.array(hosts, dtype=np.int64), np.array(per_host, dtype=np.int64)  # (h, g), (h, k)
+    h, g = members.shape
+    k = head.shape[1]
+    # senders[x, s]: the members of host x but the head of slice s, in host order (g - 1 each)
+    others = members[:, None, :] != head[:, :, None]
+    senders = np.broadcast_to(members[:, None, :], (h, k, g))[others].reshape(h, k, g - 1)
+    # One block per (channel, piece): part A holds, per (host, slice), g - 1 scatters then the up;
+    # part B the down then g - 1 gathers. Transfer id = block * T + part * h*k*g + (x*k + s)*g + t.
+    per_part = h * k * g
+    T = 2 * per_part
+    blocks = channels * pieces
+    b, x, sl, t = (a.reshape(-1) for a in np.meshgrid(np.arange(blocks), np.arange(h), np.arange(k), np.arange(g),
+                                                      indexing="ij"))  # fmt: skip
+    base_a = b * T + (x * k + sl) * g  # the (host, slice) group in part A
+    base_b = base_a + per_part
+    c, piece = np.divmod(b, pieces)
+    part = b * k + sl
+    hd = head[x, sl]
+    sender = np.where(t < g - 1, senders[x, sl, np.minimum(t, g - 2)] if g > 1 else hd, hd)
+    nics = req.layout.nics.astype(np.int64)
+    is_up = t == g - 1
+    # part A: scatter (sender -> head, NVLink) or up (head -> switch); part B: down or gather
+    src = np.concatenate([np.where(is_up, hd, sender), hd])
+    gather_to = senders[x, sl, np.maximum(t - 1, 0)] if g > 1 else hd
+    dst = np.concatenate([hd, np.where(t == 0, hd, gather_to)])
+    link = np.concatenate([np.where(is_up, NET, INTRA), np.where(t == 0, NET, INTRA)]).astype(np.int8)
+    switch = np.concatenate([np.where(is_up, TO_SWITCH, 0), np.where(t == 0, FROM_SWITCH, 0)]).astype(np.int8)
+    src_nic = np.concatenate([np.where(is_up, nics[hd], -1), np.full(len(t), -1)])
+    dst_nic = np.concatenate([np.full(len(t), -1), np.where(t == 0, nics[hd], -1)])
+    up_phase = 1 if g > 1 else 0  # a step is the longest chain of waits before it: scatter, up, down, gather
+    phase = np.concatenate([np.where(is_up, up_phase, 0), np.where(t == 0, up_phase + 1, up_phase + 2)])
+    ids = np.concatenate([base_a + t, base_b + t])
+    order = np.argsort(ids)  # lay the transfers out by id
+    owners, deps = _dependencies(base_a, base_b, t, x, sl, piece, g, h, k, T, per_part)
+    by_owner = np.lexsort((deps, owners))
+    owners, deps = owners[by_owner], deps[by_owner]
+    count = blocks * T
+    ptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owners, minlength=count), out=ptr[1:])
+    lo = np.concatenate([part, part])
+    return Template(
+        n=n, den=blocks * k, step=(np.concatenate([piece, piece]) + phase)[order].astype(np.int32),
+        src=src[order].astype(np.int32), dst=dst[order].astype(np.int32), lo=lo[order], hi=lo[order] + 1,
+        basis=np.full(count, -1, dtype=np.int32), dep_ptr=ptr, dep_idx=deps,
+        channel=np.concatenate([c, c])[order].astype(np.int16), link=link[order],
+        src_nic=src_nic[order].astype(np.int16), dst_nic=dst_nic[order].astype(np.int16),
+        qp=np.zeros(count, dtype=np.int16), pxn=np.zeros(count, dtype=bool), switch=switch[order],
+    )  # fmt: skip
 
-    def add(lane: str, src: int, dst: int, part: int, deps: list[int], c: int, **how: int) -> int:
-        """A transfer after the previous piece of its lane and channel (NCCL's FIFO per connection)."""
-        earlier = last.get((src, dst, lane, c))
-        t = b.add(src, dst, part, part + 1, deps + ([earlier] if earlier is not None else []), channel=c, **how)
-        last[(src, dst, lane, c)] = t
-        return t
 
-    for c in range(channels):
-        for piece in range(pieces):
-            base = (c * pieces + piece) * k
-            ups: list[list[int]] = [[] for _ in range(k)]
-            for members, host_heads in zip(hosts, per_host, strict=True):
-                for s, head in enumerate(host_heads):
-                    scattered = [add("scatter", p, head, base + s, [], c, link=INTRA) for p in members if p != head]
-                    ups[s].append(add("up", head, head, base + s, scattered, c, link=NET,
-                                      src_nic=int(nics[head]), switch=TO_SWITCH))  # fmt: skip
-            for members, host_heads in zip(hosts, per_host, strict=True):
-                for s, head in enumerate(host_heads):
-                    down = add("down", head, head, base + s, ups[s], c, link=NET, dst_nic=int(nics[head]),
-                               switch=FROM_SWITCH)  # fmt: skip
-                    for p in members:
-                        if p != head:
-                            add("gather", head, p, base + s, [down], c, link=INTRA)
-    return b.build()
+def _dependencies(
+    base_a: Any, base_b: Any, t: Any, x: Any, sl: Any, piece: Any, g: int, h: int, k: int, T: int, per_part: int
+) -> tuple[Any, Any]:
+    """(waiting transfer, transfer waited for) pairs: each piece after the previous piece of its own
+    edge (NCCL's FIFO); an up after the scatters into its head, a down after every host's up of its
+    slice, a gather after its down."""
+    import numpy as np
+
+    pairs = []
+    later = piece > 0
+    for base in (base_a, base_b):  # the previous piece of the same edge: one block (T ids) back
+        pairs.append((base[later] + t[later], base[later] + t[later] - T))
+    up = t == g - 1
+    if g > 1:
+        scat = ~up
+        pairs.append((base_a[scat] + g - 1, base_a[scat] + t[scat]))  # up waits for each scatter
+        gath = t >= 1
+        pairs.append((base_b[gath] + t[gath], base_b[gath]))  # gather waits for its down
+    # down of (x, s) waits for the up of (x', s) for every host x' of the block
+    down = t == 0
+    first_of_block = base_b[down] - (x[down] * k + sl[down]) * g - per_part  # block * T
+    owner = np.repeat(base_b[down], h)
+    other = np.tile(np.arange(h), int(down.sum()))
+    waited = np.repeat(first_of_block + sl[down] * g + g - 1, h) + other * k * g
+    pairs.append((owner, waited))
+    owners = np.concatenate([p[0] for p in pairs]).astype(np.int64)
+    deps = np.concatenate([p[1] for p in pairs]).astype(np.int64)
+    return owners, deps
 
 
 ALGORITHM = Algorithm(
