@@ -32,3 +32,27 @@ def test_the_issue_contract_columns_exist() -> None:
     }
     for table, columns in contract.items():
         assert set(columns.split()) <= set(arrow_schema(table).names), table
+
+
+def test_the_comm_type_table_names_every_chakra_code_as_the_proto_does() -> None:
+    from tracekit.parsers import et_def_pb2
+    from tracekit.schema import COMM_TYPE_TABLE, COMM_TYPES
+
+    codes = {code: c.name for c in COMM_TYPE_TABLE for code in c.chakra_codes}
+    proto = {v.number: v.name for v in et_def_pb2.CollectiveCommType.DESCRIPTOR.values}
+    assert set(codes) == set(proto)
+    assert all(codes[k] == name.removesuffix("_BLOCK") for k, name in proto.items())
+    assert len({c.stem for c in COMM_TYPE_TABLE}) == len(COMM_TYPES) == len(set(COMM_TYPES))
+
+
+def test_the_comm_type_spellings_all_come_from_the_one_table() -> None:
+    from tracekit.parsers.common.names import C10D_NAMES, CHAKRA_COMM_TYPES, comm_type_of
+    from tracekit.report.format import COMM_NAMES
+    from tracekit.schema import COMM_TYPE_TABLE
+
+    for c in COMM_TYPE_TABLE:
+        assert COMM_NAMES[c.name] == c.display
+        assert comm_type_of(f"nccl:{c.stem}") == c.name  # the stem reads back as the type
+        if c.c10d is not None:
+            assert C10D_NAMES[c.name] == c.c10d and comm_type_of(f"c10d::{c.c10d}_") == c.name
+        assert all(CHAKRA_COMM_TYPES[code] == c.name for code in c.chakra_codes)

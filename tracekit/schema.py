@@ -41,19 +41,36 @@ ROLLUPS = (
     "job_classes",
 )
 
-COMM_TYPES = (
-    "ALL_REDUCE",
-    "REDUCE",
-    "ALL_GATHER",
-    "GATHER",
-    "SCATTER",
-    "BROADCAST",
-    "ALL_TO_ALL",
-    "REDUCE_SCATTER",
-    "BARRIER",
-    "SEND",
-    "RECV",
+
+@dataclass(frozen=True)
+class CommType:
+    """One collective type of the data model, and how each source names it."""
+
+    name: str  # collectives.comm_type
+    display: str  # NCCL's spelling, for the report
+    chakra_codes: tuple[int, ...]  # Chakra CollectiveCommType numbers (schemas/et_def.proto) read as this type
+    c10d: str | None  # PyTorch's c10d op as record_param_comms records it (what writers emit)
+    stem: str  # the name's start once backend prefix, case, '_' and '-' are gone: "allreduce" for allreduce_
+
+
+# The one table of collective types: the data model's names, and every other spelling derived from it.
+# REDUCE_SCATTER_BLOCK (Chakra 8) is a reduce-scatter with equal blocks: counted as REDUCE_SCATTER.
+# FSDP and Megatron use the *_into_tensor/*_tensor forms, which c10d records as _allgather_base and
+# _reduce_scatter_base.
+COMM_TYPE_TABLE = (
+    CommType("ALL_REDUCE", "AllReduce", (0,), "allreduce", "allreduce"),
+    CommType("REDUCE", "Reduce", (1,), "reduce", "reduce"),
+    CommType("ALL_GATHER", "AllGather", (2,), "_allgather_base", "allgather"),
+    CommType("GATHER", "Gather", (3,), "gather", "gather"),
+    CommType("SCATTER", "Scatter", (4,), "scatter", "scatter"),
+    CommType("BROADCAST", "Broadcast", (5,), "broadcast", "broadcast"),
+    CommType("ALL_TO_ALL", "AllToAll", (6,), "all_to_all", "alltoall"),
+    CommType("REDUCE_SCATTER", "ReduceScatter", (7, 8), "_reduce_scatter_base", "reducescatter"),
+    CommType("BARRIER", "Barrier", (9,), "barrier", "barrier"),
+    CommType("SEND", "Send", (), None, "send"),
+    CommType("RECV", "Recv", (), None, "recv"),
 )
+COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
 
 
 @dataclass(frozen=True)

@@ -8,19 +8,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-COMM_NAMES = {
-    "ALL_REDUCE": "AllReduce",
-    "ALL_GATHER": "AllGather",
-    "REDUCE_SCATTER": "ReduceScatter",
-    "ALL_TO_ALL": "AllToAll",
-    "BROADCAST": "Broadcast",
-    "REDUCE": "Reduce",
-    "GATHER": "Gather",
-    "SCATTER": "Scatter",
-    "BARRIER": "Barrier",
-    "SEND": "Send",
-    "RECV": "Recv",
-}
+from tracekit.schema import COMM_TYPE_TABLE
+
+COMM_NAMES = {c.name: c.display for c in COMM_TYPE_TABLE}  # NCCL's spelling of each comm_type
 # Fixed colours, so that a collective has the same colour in every chart (Tableau 10 and its light tints).
 COMM_COLORS = {
     "AllReduce": "#4e79a7",

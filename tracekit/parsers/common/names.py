@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from tracekit.schema import COMM_TYPE_TABLE
+
 # The work annotation a c10d backend records around each collective it runs (`nccl:all_reduce`,
 # `gloo:broadcast`, `xccl:all_gather` on Intel GPUs), whatever the profiler generation.
 BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
@@ -43,48 +45,14 @@ def c10d_stem(name: str) -> str:
     return name.removeprefix(C10D_PREFIX)
 
 
-# Chakra CollectiveCommType numbers (schemas/et_def.proto) onto the data model's comm_type.
-# REDUCE_SCATTER_BLOCK is a reduce-scatter with equal blocks: counted as REDUCE_SCATTER.
-CHAKRA_COMM_TYPES: dict[int, str] = {
-    0: "ALL_REDUCE",
-    1: "REDUCE",
-    2: "ALL_GATHER",
-    3: "GATHER",
-    4: "SCATTER",
-    5: "BROADCAST",
-    6: "ALL_TO_ALL",
-    7: "REDUCE_SCATTER",
-    8: "REDUCE_SCATTER",
-    9: "BARRIER",
-}
+# Chakra CollectiveCommType numbers (schemas/et_def.proto) onto the data model's comm_type, and
+# PyTorch's c10d name of each comm_type for writers: both from tracekit.schema.COMM_TYPE_TABLE.
+CHAKRA_COMM_TYPES: dict[int, str] = {code: c.name for c in COMM_TYPE_TABLE for code in c.chakra_codes}
+C10D_NAMES: dict[str, str] = {c.name: c.c10d for c in COMM_TYPE_TABLE if c.c10d is not None}
 
-# PyTorch's c10d name of each comm_type as record_param_comms records it, for writers (FSDP and
-# Megatron use the *_into_tensor/*_tensor forms, recorded as _allgather_base/_reduce_scatter_base).
-C10D_NAMES: dict[str, str] = {
-    "ALL_REDUCE": "allreduce",
-    "ALL_GATHER": "_allgather_base",
-    "REDUCE_SCATTER": "_reduce_scatter_base",
-    "ALL_TO_ALL": "all_to_all",
-    "BROADCAST": "broadcast",
-    "REDUCE": "reduce",
-    "GATHER": "gather",
-    "SCATTER": "scatter",
-    "BARRIER": "barrier",
-}
-
-# Checked in order: longer names first, so that "allgather" is not taken for "gather".
-_NAME_RULES: tuple[tuple[str, str], ...] = (
-    ("allreduce", "ALL_REDUCE"),
-    ("reducescatter", "REDUCE_SCATTER"),
-    ("allgather", "ALL_GATHER"),
-    ("alltoall", "ALL_TO_ALL"),
-    ("broadcast", "BROADCAST"),
-    ("reduce", "REDUCE"),
-    ("gather", "GATHER"),
-    ("scatter", "SCATTER"),
-    ("barrier", "BARRIER"),
-    ("send", "SEND"),
-    ("recv", "RECV"),
+# Checked in order: longer stems first, so that "reducescatter" is not taken for "reduce".
+_NAME_RULES: tuple[tuple[str, str], ...] = tuple(
+    (c.stem, c.name) for c in sorted(COMM_TYPE_TABLE, key=lambda c: -len(c.stem))
 )
 
 _PREFIXES = (*BACKEND_PREFIXES, C10D_PREFIX)
