@@ -49,10 +49,9 @@ NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE
 def candidates(comm_type: str, layout: GroupLayout, placement: Placement, options: NcclOptions) -> tuple[str, ...]:
     """The in-network reductions switched on that NCCL would consider for this collective and group."""
     out = []
-    per_host = _per_host(layout)
-    if "nvls" in options.in_network and nvls_possible(comm_type, layout, placement, options) and per_host:
+    if "nvls" in options.in_network and nvls_possible(comm_type, layout, placement, options):
         out.append("nvls")
-    if "collnet" in options.in_network and comm_type == "ALL_REDUCE" and layout.host_count >= 2 and per_host:
+    if "collnet" in options.in_network and comm_type == "ALL_REDUCE" and layout.host_count >= 2 and _per_host(layout):
         out.append("collnet")
     return tuple(out)
 
