@@ -29,11 +29,9 @@ if TYPE_CHECKING:
     from tracekit.replay.algorithms.registry import Request
 
 
-def heads(req: Request) -> list[list[int]] | None:
-    """Per host (NCCL's node order), its heads: the first member on each local NIC; None when hosts differ."""
-    from tracekit.replay.algorithms.nvls import host_members
-
-    hosts = host_members(req)
+def heads(req: Request, hosts: list[list[int]] | None) -> list[list[int]] | None:
+    """Per host of `hosts` (nvls.host_members), its heads: the first member on each local NIC; None
+    when hosts differ."""
     if hosts is None:
         return None
     out = []
@@ -47,7 +45,9 @@ def heads(req: Request) -> list[list[int]] | None:
 
 def serves(req: Request) -> bool:
     """CollNet needs two hosts or more (NCCL_COLLNET_NODE_THRESHOLD) with the same GPUs and NICs each."""
-    return req.layout.host_count >= 2 and heads(req) is not None
+    from tracekit.replay.algorithms.nvls import host_members
+
+    return req.layout.host_count >= 2 and heads(req, host_members(req)) is not None
 
 
 def all_reduce(req: Request) -> Template:
@@ -57,7 +57,8 @@ def all_reduce(req: Request) -> Template:
 
     from tracekit.replay.algorithms.nvls import host_members
 
-    hosts, per_host = host_members(req), heads(req)
+    hosts = host_members(req)
+    per_host = heads(req, hosts)
     n, channels, pieces = req.layout.n, req.topology.channels, max(req.chunks, 1)
     if hosts is None or per_host is None or n < 2 or channels < 1:
         return empty(n)

@@ -25,7 +25,9 @@ inside), the same GPUs on every host, at least two; AllGather/ReduceScatter with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from tracekit.replay.nccl.options import IN_NETWORK
 
 if TYPE_CHECKING:
     from tracekit.replay.layout import GroupLayout
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from tracekit.replay.nccl.options import NcclOptions
     from tracekit.replay.placement import Placement
 
-ALGORITHMS = ("nvls", "collnet")
+ALGORITHMS = IN_NETWORK  # the in-network reductions, as NcclOptions.in_network names them
 # NCCL's per-channel search speeds inside one node, GB/s (search.cc), Hopper and Blackwell
 SPEEDS_INTRA = {90: (60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3), 100: (90, 80, 70, 60, 50, 45, 40, 30, 24, 20, 19, 18)}
 NVLS_EFFICIENCY = {90: 0.85, 100: 0.74}
@@ -46,35 +48,39 @@ MAX_DIRECT_HEADS = 8  # NCCL_MAX_DIRECT_ARITY + 1
 NVLS_CHUNK = 128 * 1024  # NCCL_NVLS_CHUNKSIZE
 
 
-def candidates(comm_type: str, layout: GroupLayout, placement: Placement, options: NcclOptions) -> tuple[str, ...]:
-    """The in-network reductions switched on that NCCL would consider for this collective and group."""
-    out = []
-    if "nvls" in options.in_network and nvls_possible(comm_type, layout, placement, options):
-        out.append("nvls")
-    if "collnet" in options.in_network and comm_type == "ALL_REDUCE" and layout.host_count >= 2 and _per_host(layout):
-        out.append("collnet")
-    return tuple(out)
+def candidates(
+    comm_type: str, layout: GroupLayout, topo: CommTopology, placement: Placement, options: NcclOptions
+) -> tuple[str, ...]:
+    """The in-network reductions switched on that NCCL would consider for this collective and group:
+    the hardware they need (NVLS: Hopper or later, NVSwitch hosts), then the algorithm's own rule of
+    which groups it serves (tracekit.replay.algorithms.nvls / collnet)."""
+    from tracekit.replay import algorithms
+    from tracekit.replay.algorithms import Request
+
+    wanted = [
+        a for a in options.in_network if a != "nvls" or (options.gpu_arch >= 90 and placement.intra_host == "nvlink")
+    ]
+    if not wanted:
+        return ()
+    req = Request(comm_type, layout, topo)
+    registry = algorithms.algorithms()
+    return tuple(a for a in ALGORITHMS if a in wanted and registry[a].serves(comm_type) and _applies(registry[a], req))
 
 
-def nvls_possible(comm_type: str, layout: GroupLayout, placement: Placement, options: NcclOptions) -> bool:
-    if options.gpu_arch < 90 or placement.intra_host != "nvlink" or (_per_host(layout) or 0) < 2:
-        return False
-    return comm_type == "ALL_REDUCE" or (comm_type in ("ALL_GATHER", "REDUCE_SCATTER") and layout.host_count == 1)
+def _applies(algorithm: Any, req: Any) -> bool:
+    return algorithm.applies is None or bool(algorithm.applies(req))
 
 
-def _per_host(layout: GroupLayout) -> int | None:
-    """Members per host when every host holds the same number, else None."""
-    import numpy as np
-
-    counts = set(np.unique(layout.hosts, return_counts=True)[1].tolist()) if layout.n else set()
-    return counts.pop() if len(counts) == 1 else None
+def _arch(options: NcclOptions) -> int:
+    """The row of NCCL's NVLS tables: Blackwell or Hopper (NVLS needs Hopper or later)."""
+    return 100 if options.gpu_arch >= 100 else 90
 
 
 def nvls_graph(topo: CommTopology, placement: Placement, options: NcclOptions) -> tuple[int, float, float]:
     """(channels, bwIntra, bwInter) of NCCL's NVLS graph for this communicator."""
     from tracekit.replay.nccl.topology import SPEEDS_INTER, path_gbytes, snap
 
-    arch = 100 if options.gpu_arch >= 100 else 90
+    arch = _arch(options)
     heads = max(topo.ranks_per_node, 1)
     speeds = SPEEDS_INTRA[arch] if topo.nodes <= 1 else SPEEDS_INTER[arch]
     intra = snap(placement.nvlink_gbytes / (heads + 1), speeds)
@@ -93,7 +99,7 @@ def bandwidth(
     comm_type: str, algorithm: str, topo: CommTopology, placement: Placement, options: NcclOptions, ranks: int
 ) -> float:
     """NCCL's algorithm bandwidth in GB/s (Simple: the only protocol these run)."""
-    arch = 100 if options.gpu_arch >= 100 else 90
+    arch = _arch(options)
     nodes, ppn = topo.nodes, ranks / max(topo.nodes, 1)
     nsteps = 2 * (ranks - 1) if comm_type == "ALL_REDUCE" else max(ranks - 1, 1)
     if algorithm == "nvls":
@@ -129,7 +135,7 @@ def latency(algorithm: str, topo: CommTopology, ranks: int) -> float:
 def channels(algorithm: str, topo: CommTopology, options: NcclOptions) -> int:
     """Channels a collective of this algorithm runs on (NVLS: nvlsChannels; CollNet: the communicator's)."""
     if algorithm == "nvls":
-        return min(NVLS_CHANNELS[100 if options.gpu_arch >= 100 else 90], max(topo.channels, 1))
+        return min(NVLS_CHANNELS[_arch(options)], max(topo.channels, 1))
     return max(topo.channels, 1)
 
 

@@ -95,10 +95,10 @@ def choose(
         return Choice("direct", "Simple", p2p_parts(topo, max(size // max(layout.n, 1), 0)), 1)
     from tracekit.replay.nccl import in_network
 
-    candidates = NCCL_ALGORITHMS.get(comm_type, ()) + in_network.candidates(comm_type, layout, placement, options)
+    candidates = NCCL_ALGORITHMS.get(comm_type, ()) + in_network.candidates(comm_type, layout, topo, placement, options)
     if forced in in_network.ALGORITHMS and forced not in candidates:
         # asked for by name: NCCL_ALGO=NVLS / COLLNETDIRECT forces it where NCCL's rules allow it at all
-        candidates += in_network.candidates(comm_type, layout, placement, replace(options, in_network=(forced,)))
+        candidates += in_network.candidates(comm_type, layout, topo, placement, replace(options, in_network=(forced,)))
     if forced != "auto" and forced not in candidates:
         return Choice(forced, "Simple", 1, 1)  # not one of NCCL's: its own template, one channel
     nbytes = size * layout.n if comm_type == "ALL_GATHER" else size
