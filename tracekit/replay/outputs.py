@@ -36,7 +36,7 @@ from tracekit.replay.emitters import Emission, emitters, names
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracekit.fabric.topology import FabricSpec, Network
+    from tracekit.fabric.topology import FabricSpec
     from tracekit.replay import Replay
     from tracekit.replay.fleet import FleetReplay
 
@@ -177,12 +177,14 @@ def _write(
         frame.write_parquet(path)
         written.append(path)
     written.append(_write_duckdb(result, out))
+    simulators: dict[str, Any] = {}  # replay.json's facts per simulator: how to run it, its link speeds
     for name in formats:
         emitter = emitters().get(name)
         if emitter is not None:
             emission = Emission(result, out / emitter.folder, network, htsim_binary, include_intra_host, notes)
-            written.extend(emitter.write(emission))
-    written.append(_write_metadata(result, out, formats, fabric, network, htsim_binary, include_intra_host, notes))
+            files, simulators[emitter.folder] = emitter.write(emission)
+            written.extend(files)
+    written.append(_write_metadata(result, out, formats, fabric, simulators, include_intra_host, notes))
     return written
 
 
@@ -231,19 +233,12 @@ def _write_metadata(
     out: Path,
     formats: list[str],
     fabric: FabricSpec,
-    network: Network,
-    binary: str,
+    simulators: dict[str, Any],
     intra: bool,
     notes: list[str],
 ) -> Path:
     flows = result.flows
     last_end = float(flows["end_s"].max()) if flows.height else 0.0  # type: ignore[arg-type]
-    simulators: dict[str, Any] = {}
-    for name in formats:
-        emitter = emitters().get(name)
-        if emitter is not None:
-            emission = Emission(result, out / emitter.folder, network, binary, intra, notes)
-            simulators[emitter.folder] = emitter.run_facts(emission)
     meta: dict[str, Any] = {
         "job": result.job,
         "label": result.label,

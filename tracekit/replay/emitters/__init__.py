@@ -1,8 +1,8 @@
 """Simulator inputs a replay writes besides its flows: one module per format, each defining `EMITTER`.
 
 An `Emitter` names its `--format` value, the simulator that reads its files, the folder of OUT they
-go to, a one-line summary, how to write them from a replay (`write`) and what replay.json says about
-running them (`run_facts`). Adding a format is one new module of this package that defines
+go to, a one-line summary, and how to write them from a replay (`write`, which also returns what replay.json
+says about running them). Adding a format is one new module of this package that defines
 `EMITTER`; `tracekit replay --format`, replay.json and the README's list read this registry. Every
 format renders the flows table, never the trace files, and refuses a replay it cannot express (a
 flow that ends in a switch) in one line rather than leaving part of the traffic out.
@@ -41,8 +41,8 @@ class Emitter:
     simulator: str  # who reads the files, for messages
     folder: str  # OUT/<folder>/, and the key of replay.json's "simulators"
     summary: str  # one line for --help and the README
-    write: Callable[[Emission], list[Path]]
-    run_facts: Callable[[Emission], dict[str, Any]]  # how to run the files, and the link speeds they assume
+    # writes the files; returns them and replay.json's facts: how to run them, the link speeds they assume
+    write: Callable[[Emission], tuple[list[Path], dict[str, Any]]]
 
 
 @cache

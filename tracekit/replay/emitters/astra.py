@@ -54,6 +54,11 @@ PREFIX = "workload"
 
 
 def write_astra(result: Replay, out: Path, notes: list[str] | None = None) -> list[Path]:
+    return _write_files(result, out, notes, matched_network(result))
+
+
+def _write_files(result: Replay, out: Path, notes: list[str] | None, matched: tuple[float, float]) -> list[Path]:
+    """The files, on the 1-D Switch `matched` (matched_network: GiB/s, ns per hop)."""
     import polars as pl
 
     from tracekit.writers.chakra_et import EtWriter
@@ -80,7 +85,7 @@ def write_astra(result: Replay, out: Path, notes: list[str] | None = None) -> li
         json.dumps({str(gid): list(result.groups[g]) for g, gid in group_ids.items() if gid != 0}, indent=1) + "\n"
     )
     paths.append(groups_path)
-    paths.extend(_configs(result, out, notes))
+    paths.extend(_configs(result, out, matched, notes))
     return paths
 
 
@@ -245,8 +250,8 @@ def _implementations(result: Replay, notes: list[str] | None) -> dict[str, str]:
     return chosen
 
 
-def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[Path]:
-    bandwidth, latency_ns = matched_network(result)
+def _configs(result: Replay, out: Path, matched: tuple[float, float], notes: list[str] | None) -> list[Path]:
+    bandwidth, latency_ns = matched
     network = out / "network.yml"
     network.write_text(
         "# 1-D Switch matched to tracekit's replay (tracekit.replay.emitters.astra.matched_network): "
@@ -296,14 +301,11 @@ def _configs(result: Replay, out: Path, notes: list[str] | None = None) -> list[
     return [network, system, memory, run]
 
 
-def _write(e: Emission) -> list[Path]:
-    return write_astra(e.result, e.out, e.notes)
-
-
-def _run_facts(e: Emission) -> dict[str, Any]:
-    bandwidth, latency = matched_network(e.result)
-    return {"run": "sh astra/run.sh", "bandwidth_gbytes": round(bandwidth * GIB / 1e9, 4),
-            "latency_ns_per_hop": round(latency, 1)}  # fmt: skip
+def _write(e: Emission) -> tuple[list[Path], dict[str, Any]]:
+    bandwidth, latency = matched = matched_network(e.result)
+    files = _write_files(e.result, e.out, e.notes, matched)
+    return files, {"run": "sh astra/run.sh", "bandwidth_gbytes": round(bandwidth * GIB / 1e9, 4),
+                   "latency_ns_per_hop": round(latency, 1)}  # fmt: skip
 
 
 EMITTER = Emitter(
@@ -312,5 +314,4 @@ EMITTER = Emitter(
     folder="astra",
     summary="ASTRA-sim: a Chakra ET per rank, comm_groups.json, configs and run.sh",
     write=_write,
-    run_facts=_run_facts,
 )

@@ -61,6 +61,13 @@ ECN_KMAX_PER_25G, ECN_KMIN_PER_25G, ECN_PMAX = 400, 100, 0.2
 
 
 def write_hpcc(result: Replay, out: Path, network: Network, include_intra_host: bool = False) -> list[Path]:
+    return _write_files(result, out, network, include_intra_host)[0]
+
+
+def _write_files(
+    result: Replay, out: Path, network: Network, include_intra_host: bool
+) -> tuple[list[Path], set[float]]:
+    """The files, and the link rates (b/s) of their topology."""
     import polars as pl
 
     out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +106,7 @@ def write_hpcc(result: Replay, out: Path, network: Network, include_intra_host: 
         'cd "$(dirname "$0")" && LD_LIBRARY_PATH="${SIMS:-../../shared/sims}/lib" '
         '"${SIMS:-../../shared/sims}/bin/hpcc_third" config.txt\n'
     )
-    return [flow_path, topology_path, trace_path, config_path, run_path]
+    return [flow_path, topology_path, trace_path, config_path, run_path], rates
 
 
 def _own_nic(result: Replay, end: str) -> pl.Expr:
@@ -187,15 +194,9 @@ def config_text(rates: set[float], stop_time_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(e: Emission) -> list[Path]:
-    return write_hpcc(e.result, e.out, e.network, e.include_intra_host)
-
-
-def _run_facts(e: Emission) -> dict[str, Any]:
-    from tracekit.fabric.topology import NIC
-
-    rates = {float(r) * 8 for r in e.network.capacity_Bps[e.network.tier >= NIC].tolist()}
-    return {"run": "sh hpcc/run.sh", "link_gbps": sorted({round(r / 1e9, 6) for r in rates})}
+def _write(e: Emission) -> tuple[list[Path], dict[str, Any]]:
+    files, rates = _write_files(e.result, e.out, e.network, e.include_intra_host)
+    return files, {"run": "sh hpcc/run.sh", "link_gbps": sorted({round(r / 1e9, 6) for r in rates})}
 
 
 EMITTER = Emitter(
@@ -204,5 +205,4 @@ EMITTER = Emitter(
     folder="hpcc",
     summary="HPCC ns-3: flow.txt, topology.txt, trace.txt, config.txt and run.sh",
     write=_write,
-    run_facts=_run_facts,
 )

@@ -96,7 +96,7 @@ def write_htsim(
         for tid, count in triggers
     ]
     unit = "picoseconds" if BINARIES[binary] == "ps" else "whole microseconds"
-    speed_mbps = round(network.endpoints.nic_Bps * 8 / 1e6)
+    speed_mbps = linkspeed_mbps(network)
     header = [
         f"# tracekit replay of job {result.job}: {pieces.height} flows; start in {unit} for htsim_{binary}",
         f"# NICs at {speed_mbps / 1000:g} Gb/s: run with -linkspeed {speed_mbps} (see run.sh)",
@@ -296,13 +296,15 @@ def _run_script(out: Path, job: str, binary: str, nodes: int, speed_mbps: int, e
     return path
 
 
-def _write(e: Emission) -> list[Path]:
-    return write_htsim(e.result, e.out, e.network, e.htsim_binary, e.include_intra_host, e.notes)
+def linkspeed_mbps(network: Network) -> int:
+    """htsim's -linkspeed: the NICs' rate in Mb/s."""
+    return round(network.endpoints.nic_Bps * 8 / 1e6)
 
 
-def _run_facts(e: Emission) -> dict[str, Any]:
-    return {"run": "sh htsim/run.sh", "binary": f"htsim_{e.htsim_binary}",
-            "linkspeed_mbps": round(e.network.endpoints.nic_Bps * 8 / 1e6)}  # fmt: skip
+def _write(e: Emission) -> tuple[list[Path], dict[str, Any]]:
+    files = write_htsim(e.result, e.out, e.network, e.htsim_binary, e.include_intra_host, e.notes)
+    return files, {"run": "sh htsim/run.sh", "binary": f"htsim_{e.htsim_binary}",
+                   "linkspeed_mbps": linkspeed_mbps(e.network)}  # fmt: skip
 
 
 EMITTER = Emitter(
@@ -311,5 +313,4 @@ EMITTER = Emitter(
     folder="htsim",
     summary="htsim connection matrix (.cm), topology and run.sh",
     write=_write,
-    run_facts=_run_facts,
 )
