@@ -230,8 +230,7 @@ def test_no_flows() -> None:
 def test_many_seeds_routed_at_once_take_the_paths_each_seed_takes_alone() -> None:
     net = SPECS["clos3"].build(EP)
     flows = all_pairs(qps=2)
-    copies = FlowEnds(*(np.tile(getattr(flows, k), 3) for k in ("src_nic", "dst_nic", "src_gpu", "dst_gpu", "qp",
-                                                                "kind")))  # fmt: skip
+    copies = flows.tiled(3)
     together = route(net, copies, "ecmp", np.repeat(np.array([5, 6, 7]), flows.size))
     for k, seed in enumerate((5, 6, 7)):
         alone = route(net, flows, "ecmp", seed)

@@ -37,7 +37,7 @@ CHUNKS = st.sampled_from([1, 3])
 
 
 def check_switch_structure(s: Stamped) -> None:
-    sw = s.switches
+    sw = s.switch
     assert ((sw == NO_SWITCH) == (s.src != s.dst)).all(), "a switch flow names its one GPU at both ends"
     assert (s.bytes > 0).all()
     net = s.link == NET
@@ -49,7 +49,7 @@ def check_switch_structure(s: Stamped) -> None:
 
 def nvlink_per_gpu(s: Stamped, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Bytes each GPU sends up and receives down its NVLink (switch flows and GPU-to-GPU ones)."""
-    intra, sw = s.link == INTRA, s.switches
+    intra, sw = s.link == INTRA, s.switch
     up = np.bincount(s.src[intra & (sw != FROM_SWITCH)], s.bytes[intra & (sw != FROM_SWITCH)], minlength=n)
     down = np.bincount(s.dst[intra & (sw != TO_SWITCH)], s.bytes[intra & (sw != TO_SWITCH)], minlength=n)
     return up, down
@@ -63,7 +63,7 @@ def test_nvls_all_reduce_moves_s_plus_s_over_g_per_gpu_and_its_tree_between_head
     n = hosts * per_host
     s, layout = build("nvls", "ALL_REDUCE", n, size, per_host=per_host, channels=channels, chunks=chunks)
     check_switch_structure(s)
-    sw, intra, net = s.switches, s.link == INTRA, s.link == NET
+    sw, intra, net = s.switch, s.link == INTRA, s.link == NET
     assert s.bytes[intra & (sw == TO_SWITCH)].sum() == (n + hosts) * size
     assert s.bytes[intra & (sw == FROM_SWITCH)].sum() == (n + hosts) * size
     assert not (intra & (sw == NO_SWITCH)).any(), "NVLS sends nothing GPU to GPU inside a host"
@@ -80,13 +80,13 @@ def test_nvls_all_reduce_moves_s_plus_s_over_g_per_gpu_and_its_tree_between_head
 def test_nvls_reduce_scatter_and_all_gather_on_one_host(per_host: int, size: int, channels: int) -> None:
     rs, _ = build("nvls", "REDUCE_SCATTER", per_host, size, per_host=per_host, channels=channels)
     check_switch_structure(rs)
-    assert rs.bytes[rs.switches == TO_SWITCH].sum() == per_host * size  # every GPU's whole input read
-    assert rs.bytes[rs.switches == FROM_SWITCH].sum() == size  # each keeps its reduced slice
+    assert rs.bytes[rs.switch == TO_SWITCH].sum() == per_host * size  # every GPU's whole input read
+    assert rs.bytes[rs.switch == FROM_SWITCH].sum() == size  # each keeps its reduced slice
     shards = [size + k for k in range(per_host)]
     ag, _ = build("nvls", "ALL_GATHER", per_host, size, per_host=per_host, channels=channels, member_bytes=shards)
     check_switch_structure(ag)
-    assert ag.bytes[ag.switches == TO_SWITCH].sum() == sum(shards)
-    assert ag.bytes[ag.switches == FROM_SWITCH].sum() == per_host * sum(shards)  # multicast to every GPU
+    assert ag.bytes[ag.switch == TO_SWITCH].sum() == sum(shards)
+    assert ag.bytes[ag.switch == FROM_SWITCH].sum() == per_host * sum(shards)  # multicast to every GPU
 
 
 @settings(max_examples=25, deadline=None)
@@ -97,7 +97,7 @@ def test_collnet_sends_each_hosts_bytes_once_into_the_network_and_once_out(
     n = hosts * per_host
     s, layout = build("collnet", "ALL_REDUCE", n, size, per_host=per_host, channels=channels, chunks=chunks)
     check_switch_structure(s)
-    net, sw = s.link == NET, s.switches
+    net, sw = s.link == NET, s.switch
     assert not (net & (sw == NO_SWITCH)).any(), "no NIC-to-NIC flow: the switches reduce"
     assert s.bytes[net & (sw == TO_SWITCH)].sum() == hosts * size
     assert s.bytes[net & (sw == FROM_SWITCH)].sum() == hosts * size
@@ -112,10 +112,10 @@ def test_collnet_sends_each_hosts_bytes_once_into_the_network_and_once_out(
 
 def test_a_down_flow_waits_for_its_slice_from_every_host() -> None:
     s, layout = build("collnet", "ALL_REDUCE", 32, 1 << 20, per_host=8, channels=1)
-    downs = np.flatnonzero(s.switches == FROM_SWITCH)
+    downs = np.flatnonzero(s.switch == FROM_SWITCH)
     for t in downs[:8].tolist():
         waits = s.dep_idx[s.dep_ptr[t] : s.dep_ptr[t + 1]]
-        ups = waits[s.switches[waits] == TO_SWITCH]
+        ups = waits[s.switch[waits] == TO_SWITCH]
         assert len(set(layout.hosts[s.src[ups]].tolist())) == 4
 
 

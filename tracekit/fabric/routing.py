@@ -27,7 +27,7 @@ crossed: equal-cost paths have equal latencies in these fabrics, so this is ever
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
@@ -74,6 +74,10 @@ class FlowEnds:
     @property
     def size(self) -> int:
         return int(self.kind.size)
+
+    def tiled(self, count: int) -> FlowEnds:
+        """These flows `count` times over, one copy after another (to route many seeds in one call)."""
+        return FlowEnds(*(np.tile(getattr(self, f.name), count) for f in fields(self)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from tracekit.replay.shapes import JobShapes
 
 
-# The flows table's link classes that cross the network (NIC to NIC, or NIC to a SHARP switch)
-NETWORK_LINKS = ("network", "collnet")
+# The flows table's link classes other than NVLink/PCIe: NIC to NIC, then the in-network
+# reductions' (GPU <-> its NVSwitch, NIC <-> the switch it attaches to); codes 1, 2, 3 of `link`
+SWITCH_LINKS = ("nvls", "collnet")
+NETWORK_LINKS = ("network", "collnet")  # those that cross the network
 
 
 def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.DataFrame:
@@ -48,7 +50,7 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
         return np.concatenate(arrays, dtype=dtype) if arrays else np.zeros(0, dtype=dtype)
 
     def field(name: str, dtype: str) -> np.ndarray:
-        return cat([s.switches if name == "switch" else getattr(s, name) for s in parts.flows], dtype)
+        return cat([getattr(s, name) for s in parts.flows], dtype)
 
     src = cat(src_rank, "int32")
     dst = cat(dst_rank, "int32")
@@ -59,7 +61,7 @@ def flow_frame(parts: Decomposition, placement: Placement, world: int) -> pl.Dat
     # in-network reductions have link classes of their own: GPU <-> NVSwitch (nvls), NIC <-> switch (collnet)
     codes_of_link = network.astype(np.int32) + 2 * (switch != NO_SWITCH)
     link = pa.DictionaryArray.from_arrays(
-        pa.array(codes_of_link), pa.array([intra_link, "network", "nvls", "collnet"], pa.string())
+        pa.array(codes_of_link), pa.array([intra_link, "network", *SWITCH_LINKS], pa.string())
     )
     src_nic, dst_nic = field("src_nic", "int32"), field("dst_nic", "int32")
     nics = placement.nics

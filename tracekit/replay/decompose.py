@@ -19,7 +19,7 @@ collectives table does not record roots).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
@@ -434,20 +434,7 @@ def _point_to_point(
     stamped.bytes = part_bytes(sizes[owner], per[owner], piece, piece + 1)
     keep = stamped.bytes > 0
     if not keep.all():
-        for name in (
-            "collective",
-            "step",
-            "src",
-            "dst",
-            "bytes",
-            "channel",
-            "link",
-            "src_nic",
-            "dst_nic",
-            "qp",
-            "pxn",
-            "switch",
-        ):
+        for name in (f.name for f in fields(stamped) if f.name not in ("dep_ptr", "dep_idx")):  # per-flow arrays
             setattr(stamped, name, getattr(stamped, name)[keep])
         owner = owner[keep]
         stamped.dep_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)

@@ -280,10 +280,9 @@ def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trial
     out: dict[str, Any] = {"ecmp_fabric": fabric.label, "ecmp_trials": 0, "ecmp_flows": 0}
     if not len(n["bytes"]):
         return out
-    first, inverse = _row_groups(n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"])
-    qps = first  # one QP flow per distinct row
-    sizes = np.bincount(inverse, weights=(n["bytes"] * n["weight"]).astype(np.float64), minlength=len(qps))
-    out["ecmp_flows"] = len(qps)
+    first, inverse = _row_groups(n["src_rank"], n["dst_rank"], n["channel"], n["src_nic"], n["qp"])  # QP flows
+    sizes = np.bincount(inverse, weights=(n["bytes"] * n["weight"]).astype(np.float64), minlength=len(first))
+    out["ecmp_flows"] = len(first)
     network = fabric.build(shapes.network())
     ends = FlowEnds(
         src_nic=n["src_nic"][first],
@@ -291,7 +290,7 @@ def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trial
         src_gpu=n["src_gpu"][first],
         dst_gpu=n["dst_gpu"][first],
         qp=n["channel"][first] * 128 + n["qp"][first],  # NCCL's QPs are per channel: what varies the 5-tuple
-        kind=np.ones(len(qps), dtype=np.int64),
+        kind=np.ones(len(first), dtype=np.int64),
     )
     tier = network.tier == LEAF_SPINE
 
@@ -299,7 +298,7 @@ def _ecmp(shapes: JobShapes, n: dict[str, Any], fabric: FabricSpec | None, trial
         used = loads[tier][loads[tier] > 0]
         return float(used.max() / used.mean()) if len(used) else None
 
-    trials = max(1, min(trials, MAX_ECMP_DRAWS // len(qps)))
+    trials = max(1, min(trials, MAX_ECMP_DRAWS // len(first)))
     values = np.array([v for v in map(spread, _ecmp_loads(network, ends, sizes, seed, trials)) if v is not None])
     out["ecmp_trials"] = trials
     if len(values):
@@ -318,13 +317,12 @@ def _ecmp_loads(network: Any, ends: Any, sizes: Any, seed: int, trials: int) -> 
     routed in one call (the flows repeated, one seed per copy), which is what makes 64 draws cheap."""
     import numpy as np
 
-    from tracekit.fabric.routing import FlowEnds, route
+    from tracekit.fabric.routing import route
 
     per_call = max(1, ECMP_BATCH // ends.size)
     for first in range(0, trials, per_call):
         count = min(per_call, trials - first)
-        many = FlowEnds(*(np.tile(getattr(ends, name), count) for name in
-                          ("src_nic", "dst_nic", "src_gpu", "dst_gpu", "qp", "kind")))  # fmt: skip
+        many = ends.tiled(count)
         seeds = np.repeat(np.arange(seed + first, seed + first + count, dtype=np.int64), ends.size)
         inc = route(network, many, "ecmp", seeds)
         draw = inc.flow // ends.size

@@ -76,10 +76,12 @@ def _refuse_switch_flows(result: Replay, formats: list[str]) -> None:
     place in them, and leaving it out would misstate the traffic."""
     import polars as pl
 
+    from tracekit.replay.assemble import SWITCH_LINKS
+
     asked = [emitters()[f].simulator for f in formats if f in emitters()]
     if not asked:
         return
-    switch = result.flows.filter(pl.col("link").is_in(["nvls", "collnet"]))
+    switch = result.flows.filter(pl.col("link").is_in(SWITCH_LINKS))
     if switch.height:
         raise InputError(
             f"--format: {', '.join(asked)} cannot express the {switch.height:,} flows into or out of a switch "

@@ -90,7 +90,7 @@ def job_shapes(
                 src, dst = ranks[stamped.src[lo:hi]], ranks[stamped.dst[lo:hi]]
             host_src, host_dst = where["host"][src], where["host"][dst]
             network = stamped.link[lo:hi] == NET
-            switch = stamped.switches[lo:hi]
+            switch = stamped.switch[lo:hi]
             src_gpu, dst_gpu = gpu_of[src], gpu_of[dst]
             # a switch end has no rank and no GPU (the host's NVSwitch, or the switch a NIC attaches to)
             src, src_gpu = (np.where(switch == FROM_SWITCH, -1, a) for a in (src, src_gpu))

@@ -35,10 +35,6 @@ class Stamped:
     pxn: np.ndarray  # bool
     switch: np.ndarray  # int8 base.NO_SWITCH / TO_SWITCH / FROM_SWITCH
 
-    @property
-    def switches(self) -> np.ndarray:  # the same name as Template's
-        return self.switch
-
 
 def part_bytes(total: np.ndarray, den: int | np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Bytes in parts [lo, hi) of `total` cut into `den` parts (part p: total // den, +1 when p < total % den)."""
