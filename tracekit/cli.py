@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 import typer.core
 
+from tracekit.registry import names
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -463,31 +465,19 @@ def generate(
         console.print(f"ingest it: tracekit ingest {summary.out} --out DATASET", highlight=False)
 
 
-class ReplayFormat(StrEnum):
-    """`replay --format`: what to write besides the flows (the emitters of tracekit.replay.emitters, which a
-    test checks)."""
-
-    flows = "flows"
-    chakra = "chakra"
-    hpcc = "hpcc"
-    htsim = "htsim"
-    all = "all"
+def _choices(name: str, values: tuple[str, ...]) -> Any:
+    """A StrEnum of `values`, for typer's choices of an option whose values a registry lists."""
+    return StrEnum(name, {value: value for value in values})
 
 
-class ReplayAlgorithm(StrEnum):
-    """`replay --algorithm`: auto (NCCL's cost model) or one algorithm of the registry wherever it applies.
-
-    The members are the registry's names (tracekit.replay.algorithms), which a test checks.
-    """
-
-    auto = "auto"
-    collnet = "collnet"
-    direct = "direct"
-    halving_doubling = "halving-doubling"
-    hierarchical = "hierarchical"
-    nvls = "nvls"
-    ring = "ring"
-    tree = "tree"
+# The choices of --format and --algorithm are the registries' (built-in modules and installed plugins),
+# listed without importing them (tracekit.registry.names); to the type checker they are strings.
+if TYPE_CHECKING:
+    ReplayFormat = str
+    ReplayAlgorithm = str
+else:
+    ReplayFormat = _choices("ReplayFormat", ("flows", *names("tracekit.replay.emitters", "EMITTER"), "all"))
+    ReplayAlgorithm = _choices("ReplayAlgorithm", ("auto", *names("tracekit.replay.algorithms", "ALGORITHM")))
 
 
 class HtsimBinary(StrEnum):
@@ -570,7 +560,11 @@ FleetExecutor = Annotated[
 ]
 AlgorithmOpt = Annotated[
     ReplayAlgorithm,
-    typer.Option("--algorithm", help="Collective algorithm; auto runs NCCL's cost model per size and group."),
+    typer.Option(
+        "--algorithm",
+        help="Collective algorithm: auto (NCCL's cost model per size and group) or one of "
+        f"{', '.join(names('tracekit.replay.algorithms', 'ALGORITHM'))} wherever it applies.",
+    ),
 ]
 
 
@@ -603,11 +597,12 @@ def replay(
         typer.Option(
             "--format",
             "-f",
-            help="Simulator input to write besides OUT/flows.parquet (repeatable): hpcc (HPCC ns-3), htsim (.cm, "
-            "topology, run.sh), chakra (ASTRA-sim .et per rank + configs), or all.",
+            help="Simulator input to write besides OUT/flows.parquet (repeatable): "
+            f"{', '.join(names('tracekit.replay.emitters', 'EMITTER'))}, or all (`tracekit plugins --all` says "
+            "what each writes).",
         ),
     ] = None,
-    algorithm: AlgorithmOpt = ReplayAlgorithm.auto,
+    algorithm: AlgorithmOpt = "auto",
     placement: PlacementFile = None,
     gpus_per_host: GpusPerHost = None,
     hosts_per_rack: HostsPerRack = None,
@@ -662,9 +657,9 @@ def replay(
     from tracekit.errors import TracekitError
 
     console = Console(stderr=True)
-    wanted = [f.value for f in formats or [ReplayFormat.flows]]
+    wanted = [str(f) for f in formats or ["flows"]]
     if "all" in wanted:
-        wanted = [f.value for f in ReplayFormat if f is not ReplayFormat.all]
+        wanted = ["flows", *names("tracekit.replay.emitters", "EMITTER")]
     try:
         from tracekit.replay import replay as run_replay
         from tracekit.replay import write_outputs
@@ -675,11 +670,11 @@ def replay(
         if fleet:
             from tracekit.replay.fleet import FleetSettings, default_fabrics
 
-            settings = FleetSettings(where, options, algorithm.value, default_fabrics(), max_flows=max_flows)
+            settings = FleetSettings(where, options, str(algorithm), default_fabrics(), max_flows=max_flows)
             _replay_fleet(console, dataset, out, settings, executor, workers, quiet)
             return
         with _counter(console, quiet, "replay", "collectives") as advance:
-            result = run_replay(dataset, job, algorithm.value, where, options, max_flows=max_flows, progress=advance)
+            result = run_replay(dataset, job, str(algorithm), where, options, max_flows=max_flows, progress=advance)
             files = write_outputs(
                 result,
                 out,
@@ -806,7 +801,7 @@ def whatif(
         Path | None, typer.Option("--out", "-o", help="Write the table to this file (csv/json/parquet).")
     ] = None,
     output_format: Annotated[TableFormat | None, typer.Option("--format", "-f", help="Output format.")] = None,
-    algorithm: AlgorithmOpt = ReplayAlgorithm.auto,
+    algorithm: AlgorithmOpt = "auto",
     placement: PlacementFile = None,
     gpus_per_host: GpusPerHost = None,
     hosts_per_rack: HostsPerRack = None,
@@ -849,7 +844,7 @@ def whatif(
         options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log, in_network_reduction)
         total = len(plan(specs, routings, seeds))
         with _counter(console, quiet, "whatif", "fabric runs", total=total) as advance:
-            result = run_whatif(dataset, job, specs, routings, where, options, algorithm.value, seeds, advance)
+            result = run_whatif(dataset, job, specs, routings, where, options, str(algorithm), seeds, advance)
         if out is not None:
             _write_frame(result.table, kind, out)
     except TracekitError as exc:
@@ -1215,11 +1210,39 @@ def queries() -> None:
     Console().print(table)
 
 
+@app.command()
+def plugins(
+    all_: Annotated[bool, typer.Option("--all", help="Also list what tracekit has built in.")] = False,
+) -> None:
+    """List the installed plugins: the trace formats, simulator formats and algorithms they add.
+
+    A plugin is a Python package that declares an entry point in the group tracekit.emitter or
+    tracekit.algorithm, named for what it adds and pointing at the module that defines it (see
+    README, Plugins). A plugin that cannot be used is listed as a warning saying why.
+    Example: tracekit plugins --all
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tracekit.registry import extensions
+
+    found = [e for e in extensions() if all_ or e.source != "built-in"]
+    if not found:
+        Console(stderr=True).print("no plugins installed (tracekit plugins --all lists the built-in ones)")
+        return
+    table = Table("kind", "name", "from", "what it does", box=None, pad_edge=False, header_style="bold")
+    for e in found:
+        table.add_row(*(escape(v) for v in (e.kind, e.name, e.source, e.summary)))
+    Console().print(table)
+
+
 def main() -> None:
     """Run the command; a Ctrl-C at any moment ends it with `interrupted` (or what the command says
     instead: `interrupted, dataset unchanged`) and exit 130, whatever error it caused on its way."""
     from tracekit import interrupts
 
+    _warnings_on_one_line()
     interrupts.for_command()
     try:
         app(prog_name="tracekit")
@@ -1231,6 +1254,13 @@ def main() -> None:
         raise SystemExit(EXIT_INTERRUPTED) from None
     finally:
         interrupts.command_over()
+
+
+def _warnings_on_one_line() -> None:
+    """A Python warning (a plugin that cannot be used, say) reads as tracekit's own: `warning: ...`."""
+    import warnings
+
+    warnings.formatwarning = lambda message, *_args, **_kwargs: f"warning: {message}\n"
 
 
 def _stopped_by_ctrl_c(exc: BaseException, arrived: bool) -> bool:

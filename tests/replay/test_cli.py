@@ -94,20 +94,16 @@ def test_in_network_reduction_as_users_switch_it_on(captured_dataset: Path, tmp_
     assert bad.returncode == 2 and "nvls" in bad.stderr
 
 
-def test_the_cli_choices_are_the_registries() -> None:
-    from tracekit.cli import InNetwork, ReplayAlgorithm
-    from tracekit.replay import algorithms
+def test_the_in_network_choices_are_the_options() -> None:
+    from tracekit.cli import InNetwork
     from tracekit.replay.nccl.options import IN_NETWORK
 
-    assert [a.value for a in ReplayAlgorithm] == ["auto", *sorted(algorithms.names())]
     assert tuple(r.value for r in InNetwork) == IN_NETWORK
 
 
-def test_the_format_choices_are_the_emitters() -> None:
-    from tracekit.cli import ReplayFormat
+def test_the_formats_are_the_emitters() -> None:
     from tracekit.replay.emitters import emitters
     from tracekit.replay.outputs import FORMATS
 
-    assert [f.value for f in ReplayFormat] == ["flows", *emitters(), "all"]
     assert FORMATS == ("flows", *emitters())
     assert {e.folder for e in emitters().values()} == {"hpcc", "htsim", "astra"}

@@ -254,7 +254,7 @@ def _configs(result: Replay, out: Path, matched: tuple[float, float], notes: lis
     bandwidth, latency_ns = matched
     network = out / "network.yml"
     network.write_text(
-        "# 1-D Switch matched to tracekit's replay (tracekit.replay.emitters.astra.matched_network): "
+        "# 1-D Switch matched to tracekit's replay (tracekit.replay.emitters.chakra.matched_network): "
         "bandwidth in GiB/s per\n"
         "# NPU, latency in ns per hop (a Switch message pays two hops).\n"
         "topology: [ Switch ]\n"
