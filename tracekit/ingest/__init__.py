@@ -7,7 +7,6 @@
 
 import sys
 import types
-from typing import Any
 
 from tracekit.ingest.run import IngestReport, ingest
 
@@ -15,8 +14,7 @@ __all__ = ["IngestReport", "ingest"]
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> IngestReport:
-        return ingest(*args, **kwargs)
+    __call__ = staticmethod(ingest)  # the function's own signature, to callers and type checkers
 
 
 sys.modules[__name__].__class__ = _CallablePackage

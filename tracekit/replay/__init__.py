@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.replay.assemble import FLOW_COLUMNS as _FLOW_COLUMNS
 from tracekit.replay.decompose import DEFAULT_MAX_FLOWS
+from tracekit.replay.fabric_whatif import DEFAULT_SEEDS as _WHATIF_SEEDS
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.placement import Placement, load_placement
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.api import TraceDataset
+    from tracekit.fabric.topology import FabricSpec
+    from tracekit.replay.fabric_whatif import WhatIf
 
 __all__ = [
     "NcclOptions",
@@ -163,11 +166,22 @@ def _only_job(ds: TraceDataset) -> str:
     return str(jobs[0])
 
 
-def write_outputs(result: Replay, out: str | Path, formats: list[str] | None = None, **options: Any) -> list[Path]:
-    """Write OUT/flows.parquet, the matrices, indicators and replay.duckdb, plus each simulator format."""
+def write_outputs(
+    result: Replay,
+    out: str | Path,
+    formats: list[str] | None = None,
+    csv: bool = False,
+    fabric: FabricSpec | None = None,
+    htsim_binary: str = "uec",
+    include_intra_host: bool = False,
+    ecmp_trials: int = 64,
+) -> list[Path]:
+    """Write OUT/flows.parquet (or flows.csv), the matrices, indicators and replay.duckdb, plus each
+    simulator format; `fabric` is the network of the ECMP indicator and of the HPCC/htsim topology."""
     from tracekit.replay.outputs import write_all
 
-    return write_all(result, Path(out), formats or ["flows"], **options)
+    chosen = formats or ["flows"]
+    return write_all(result, Path(out), chosen, csv, fabric, htsim_binary, include_intra_host, ecmp_trials)
 
 
 def host_matrix(result: Replay) -> pl.DataFrame:
@@ -177,15 +191,30 @@ def host_matrix(result: Replay) -> pl.DataFrame:
     return build(result.flows)
 
 
-def fleet_locality(dataset: TraceDataset | str | Path, **options: Any) -> pl.DataFrame:
+def fleet_locality(
+    dataset: TraceDataset | str | Path,
+    algorithm: str = "auto",
+    placement: Placement | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> pl.DataFrame:
     """Per parallelism class, the share of replayed bytes that stays inside a host (every job replayed)."""
     from tracekit.replay.indicators import fleet_locality as build
 
-    return build(dataset, **options)
+    return build(dataset, algorithm, placement, progress)
 
 
-def whatif(*args: Any, **kwargs: Any) -> Any:
-    """A job's collectives timed on candidate fabrics and routings (tracekit.replay.fabric_whatif.whatif)."""
+def whatif(
+    dataset: TraceDataset | str | Path,
+    job: str | None,
+    fabrics: list[FabricSpec],
+    routings: list[str] | None = None,
+    placement: Placement | None = None,
+    options: NcclOptions | None = None,
+    algorithm: str = "auto",
+    seeds: int = _WHATIF_SEEDS,
+    progress: Callable[[int], None] | None = None,
+) -> WhatIf:
+    """A job's collectives timed on candidate fabrics and routings (see tracekit.replay.fabric_whatif)."""
     from tracekit.replay.fabric_whatif import whatif as run
 
-    return run(*args, **kwargs)
+    return run(dataset, job, fabrics, routings, placement, options, algorithm, seeds, progress)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, cast
@@ -231,6 +232,18 @@ def comm_node(
     return _node(node_id, name, COMM_COLL_NODE, node_attrs, ctrl_deps, data_deps, start_us, duration_us, attrs)
 
 
+@dataclass(frozen=True)
+class _Links:
+    """What every node may carry besides its kind: dependencies, times, extra attributes."""
+
+    ctrl_deps: Iterable[int] = ()
+    data_deps: Iterable[int] = ()
+    start_us: int = 0
+    duration_us: int = 0
+    is_cpu_op: bool = False
+    attrs: dict[str, Any] | None = None
+
+
 def _p2p_node(
     node_type: int,
     node_id: int,
@@ -240,10 +253,10 @@ def _p2p_node(
     dst: int | None,
     tag: int | None,
     pg_name: str | None,
-    kwargs: dict[str, Any],
+    links: _Links,
 ) -> Any:
     node_attrs = [
-        AttributeProto(name="is_cpu_op", bool_val=kwargs.pop("is_cpu_op", False)),
+        AttributeProto(name="is_cpu_op", bool_val=links.is_cpu_op),
         AttributeProto(name="comm_size", int64_val=comm_size),
     ]
     for key, value in (("comm_src", src), ("comm_dst", dst), ("comm_tag", tag)):
@@ -251,17 +264,8 @@ def _p2p_node(
             node_attrs.append(_int32(key, value))
     if pg_name is not None:
         node_attrs.append(AttributeProto(name="pg_name", string_val=pg_name))
-    return _node(
-        node_id,
-        name,
-        node_type,
-        node_attrs,
-        kwargs.pop("ctrl_deps", ()),
-        kwargs.pop("data_deps", ()),
-        kwargs.pop("start_us", 0),
-        kwargs.pop("duration_us", 0),
-        kwargs.pop("attrs", None),
-    )
+    return _node(node_id, name, node_type, node_attrs, links.ctrl_deps, links.data_deps, links.start_us,
+                 links.duration_us, links.attrs)  # fmt: skip
 
 
 def send_node(
@@ -273,13 +277,16 @@ def send_node(
     rank: int | None = None,
     tag: int | None = 0,
     pg_name: str | None = None,
-    **kwargs: Any,
+    ctrl_deps: Iterable[int] = (),
+    data_deps: Iterable[int] = (),
+    start_us: int = 0,
+    duration_us: int = 0,
+    is_cpu_op: bool = False,
+    attrs: dict[str, Any] | None = None,
 ) -> Any:
-    """A COMM_SEND_NODE to global rank `peer` (comm_dst); `rank` is this file's rank (comm_src).
-
-    kwargs: ctrl_deps, data_deps, start_us, duration_us, is_cpu_op, attrs (extra attributes).
-    """
-    return _p2p_node(COMM_SEND_NODE, node_id, name, comm_size, rank, peer, tag, pg_name, kwargs)
+    """A COMM_SEND_NODE to global rank `peer` (comm_dst); `rank` is this file's rank (comm_src)."""
+    links = _Links(ctrl_deps, data_deps, start_us, duration_us, is_cpu_op, attrs)
+    return _p2p_node(COMM_SEND_NODE, node_id, name, comm_size, rank, peer, tag, pg_name, links)
 
 
 def recv_node(
@@ -291,10 +298,16 @@ def recv_node(
     rank: int | None = None,
     tag: int | None = 0,
     pg_name: str | None = None,
-    **kwargs: Any,
+    ctrl_deps: Iterable[int] = (),
+    data_deps: Iterable[int] = (),
+    start_us: int = 0,
+    duration_us: int = 0,
+    is_cpu_op: bool = False,
+    attrs: dict[str, Any] | None = None,
 ) -> Any:
     """A COMM_RECV_NODE from global rank `peer` (comm_src); `rank` is this file's rank (comm_dst)."""
-    return _p2p_node(COMM_RECV_NODE, node_id, name, comm_size, peer, rank, tag, pg_name, kwargs)
+    links = _Links(ctrl_deps, data_deps, start_us, duration_us, is_cpu_op, attrs)
+    return _p2p_node(COMM_RECV_NODE, node_id, name, comm_size, peer, rank, tag, pg_name, links)
 
 
 def comp_node(
