@@ -24,4 +24,3 @@ def test_the_charts_of_a_section_stand_at_distinct_positions() -> None:
     for section in (charts.fleet_charts(), charts.job_charts()):
         positions = [c.position for c in section]
         assert positions == sorted(set(positions))
-
