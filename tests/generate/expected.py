@@ -1,5 +1,5 @@
 """What a profile says a job's collectives are: written from the iteration templates documented in
-tracekit/generate/traces.py, independently of the generator's code, for the round-trip tests."""
+tracekit/generate/workloads.py, independently of the generator's code, for the round-trip tests."""
 
 from __future__ import annotations
 

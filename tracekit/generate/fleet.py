@@ -31,7 +31,8 @@ from tracekit import interrupts
 from tracekit.errors import InputError, OutputError
 from tracekit.generate.jobs import JobSpec, draw_job
 from tracekit.generate.profile import Profile, load_profile, write_profile
-from tracekit.generate.traces import ET_VERSION, rank_documents, rank_records
+from tracekit.generate.rank_trace import ET_VERSION
+from tracekit.generate.traces import rank_documents, rank_records
 from tracekit.ingest.discover import MANIFEST_NAME
 
 MANIFEST_COLUMNS = ["job_id", "path", "label", "started_at", "class", "model", "world_size"]

@@ -12,8 +12,9 @@ collectives; placement.py puts ranks on GPUs, hosts, racks and NICs; nccl/ build
 for each process group (channels, rings, trees, NICs; or reads them from an NCCL log) and picks each
 collective's algorithm, protocol and channels with NCCL's cost model; algorithms/ builds transfer
 templates (a registry: one module per algorithm) that decompose.py stamps over all collectives of
-a group at once; timing.py times them on the fabric (tracekit.fabric's fluid model) and gives
-collective start times (trace timestamps or a dependency replay); matrices.py and indicators.py
+a group at once; timing.py times them on the fabric (tracekit.fabric's fluid model, the waves
+of waves.py) and starts.py gives collective start times (trace timestamps or a dependency
+replay); matrices.py and indicators.py
 summarise; outputs.py, hpcc.py, htsim.py and astra.py write the outputs (the report draws
 host_matrix as a heatmap).
 

@@ -134,7 +134,8 @@ def assemble(
     import polars as pl
 
     from tracekit.replay.shapes import job_shapes
-    from tracekit.replay.timing import collective_starts, schedule
+    from tracekit.replay.starts import collective_starts
+    from tracekit.replay.timing import schedule
 
     flows = flow_frame(parts, placement, job.world_size)
     comm_type = dict(zip(job.collectives["collective_id"].to_list(), job.collectives["comm_type"].to_list(),

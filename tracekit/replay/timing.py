@@ -17,40 +17,23 @@ instead of one per event (tests compare the two). The collective adds NCCL's bas
 members, algorithm, sizes) are timed once. LL moves 8 bytes of flags per 8 of data and LL128 8
 per 120: their flows occupy links for that much more.
 
-The collective itself starts:
-
-* at its trace timestamp when every collective of the job has one: the latest start among its
-  participants (no data moves before the last member arrives), relative to the job's first
-  collective (start_s = 0 there);
-* otherwise at the time a replay of the job's ops gives it. The replay follows ASTRA-sim's workload
-  semantics (astra-sim/workload/Workload.cc): an op is ready when its control and data dependencies
-  (within its trace) have finished; compute ops run one at a time per rank for their recorded
-  duration_us (missing: 0); the collectives of one process group run in issue order on each rank
-  (one NCCL stream per communicator); a collective starts when it is ready on every participant that has a
-  trace and lasts its modelled duration. A trace whose ops record no dependencies at all runs in op_id
-  order. Ranks waiting on each other in a cycle (inconsistent traces) are unblocked by starting
-  the waiting collective with the ranks that arrived; the notes say how often.
+When each collective starts is tracekit.replay.starts's; the waves timing and its plans are
+tracekit.replay.waves's.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
+
+from tracekit.replay.waves import PLANS, WavePlan, digest, network_key, structure_digest
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracekit.api import TraceDataset
     from tracekit.fabric.topology import Network
-    from tracekit.replay.collectives import JobCollectives
     from tracekit.replay.placement import Placement
     from tracekit.replay.shapes import JobShapes
-
-# Ops a dependency replay walks per job at most; beyond it only the communication ops are replayed.
-MAX_REPLAY_OPS = 5_000_000
 
 
 WIRE_FACTOR = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
@@ -262,148 +245,6 @@ def _routing_and_latency(
     return incidence, latency
 
 
-@dataclass
-class Wave:
-    """One step's flows and what they wait for, laid out for the times pass: `flat` the flows waited
-    for, grouped by waiter (`starts` where each waiting member's group begins, `waiting` which
-    members wait at all), and whether any of them is in the same step (then passes repeat)."""
-
-    members: Any
-    flat: Any
-    starts: Any
-    waiting: Any
-    inside: bool
-
-
-@dataclass
-class WavePlan:
-    """What the waves timing of a shape needs besides its sizes: its routing, latencies, steps, each
-    flow's fair-share rate in its step and the steps' dependencies. None of it depends on the bytes,
-    so collectives of the same structure and any sizes (the same group and algorithm in another job,
-    another message size) share it."""
-
-    incidence: Any
-    latency: Any
-    rates: Any  # bytes/s per flow (0 for a flow crossing no link)
-    has_links: Any
-    waves: list[Wave]
-
-    @classmethod
-    def build(cls, incidence: Any, capacity: Any, latency: Any, step: Any, ptr: Any, idx: Any) -> WavePlan:
-        import numpy as np
-
-        count = len(step)
-        order = np.lexsort((np.arange(count), step))
-        bounds = np.flatnonzero(np.r_[True, step[order][1:] != step[order][:-1], True])
-        rates = _step_rates(incidence, capacity, count, order, bounds)
-        has_links = np.bincount(incidence.flow, minlength=count) > 0
-        return cls(incidence, latency, rates, has_links, _waves(order, bounds, step, ptr, idx))
-
-    def nbytes(self) -> int:
-        arrays = [self.latency, self.rates, self.has_links, *vars(self.incidence).values()]
-        arrays += [a for w in self.waves for a in (w.members, w.flat, w.starts, w.waiting)]
-        return sum(int(getattr(a, "nbytes", 0)) for a in arrays) + 200 * len(self.waves)
-
-    def times(self, sizes: Any, release: Any) -> tuple[Any, Any]:
-        """Start and end of every flow: each after the flows it waits for, moving its bytes at its
-        step's rate. Dependencies inside one step (a PXN relay and its send) are followed in a few passes."""
-        import numpy as np
-
-        with np.errstate(divide="ignore", invalid="ignore"):
-            moving = np.where(sizes > 0, sizes / self.rates, 0.0)
-        durations = self.latency + np.where(self.has_links, moving, 0.0)
-        count = len(sizes)
-        start = np.zeros(count)
-        end = np.full(count, np.inf)
-        for wave in self.waves:
-            members = wave.members
-            duration = durations[members]
-            ready = release[members].astype(np.float64)
-            for _ in range(8 if wave.inside else 1):  # inside a step: a few hops at most (PXN relay, send)
-                waited = ready.copy()
-                if len(wave.flat):
-                    latest = np.maximum.reduceat(end[wave.flat], wave.starts)
-                    waited[wave.waiting] = np.maximum(waited[wave.waiting], latest)
-                settled = np.array_equal(start[members], waited) and np.isfinite(waited).all()
-                start[members] = waited
-                end[members] = waited + duration
-                if settled or not len(wave.flat):
-                    break
-        return start, end
-
-
-def _waves(order: Any, bounds: Any, step: Any, ptr: Any, idx: Any) -> list[Wave]:
-    """Each step's Wave (see Wave), in step order."""
-    import numpy as np
-
-    from tracekit.fabric.fairshare import ranges
-
-    out = []
-    for w in range(len(bounds) - 1):
-        members = order[bounds[w] : bounds[w + 1]]
-        counts = ptr[members + 1] - ptr[members]
-        flat = idx[ranges(ptr[members], counts)] if counts.sum() else np.zeros(0, dtype=np.int64)
-        waiting = np.flatnonzero(counts > 0)
-        starts = (np.cumsum(counts) - counts)[waiting]
-        inside = bool(len(flat)) and bool((step[flat] == step[members[0]]).any())
-        out.append(Wave(members, flat, starts, waiting, inside))
-    return out
-
-
-def waves(
-    incidence: Any, capacity: Any, sizes: Any, release: Any, latency: Any, ptr: Any, idx: Any, step: Any
-) -> tuple[Any, Any]:
-    """Start and end of every flow: the max-min fair rates of each step's flows in flight together, then
-    every flow after the flows it waits for (see the module docstring)."""
-    return WavePlan.build(incidence, capacity, latency, step, ptr, idx).times(sizes, release)
-
-
-# Wave plans kept per process, by the structure of the shape and the network (a fleet's jobs repeat
-# their groups and algorithms with other sizes: 4,911 distinct structures among the 19,795 shapes
-# timed for 300 generated jobs), least recently used dropped beyond this many bytes.
-PLAN_CACHE_BYTES = 256 << 20
-
-
-class PlanCache:
-    """Wave plans by key, least recently used first, their bytes kept under a budget."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._plans: OrderedDict[bytes, tuple[WavePlan, int]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, key: bytes) -> WavePlan | None:
-        hit = self._plans.get(key)
-        if hit is None:
-            return None
-        self._plans.move_to_end(key)
-        return hit[0]
-
-    def put(self, key: bytes, plan: WavePlan) -> None:
-        size = plan.nbytes()
-        if size > self.budget // 4:  # one plan never takes over the cache
-            return
-        self._plans[key] = (plan, size)
-        self._bytes += size
-        while self._bytes > self.budget:
-            _, (_, dropped) = self._plans.popitem(last=False)
-            self._bytes -= dropped
-
-    def clear(self) -> None:
-        self._plans.clear()
-        self._bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._plans)
-
-
-_PLANS = PlanCache(PLAN_CACHE_BYTES)
-_NETWORK_KEYS: WeakKeyDictionary[Network, bytes] = WeakKeyDictionary()
-# The flow columns a plan depends on (everything but the bytes).
-_STRUCTURE = ("link", "src_nic", "dst_nic", "src_gpu", "dst_gpu", "src_rank", "dst_rank", "channel", "qp", "step",
-              "dep_ptr", "dep_idx")  # fmt: skip
-
-
 def _hop_latencies(algorithm: str, protocol: str, intra_link: str) -> tuple[float, float]:
     """NCCL's per-hop latency (s) of a flow inside a host and across the network (tuning.cc hwLat)."""
     from tracekit.replay.nccl import in_network, tuning
@@ -420,70 +261,19 @@ def _plan(
     flows: dict[str, Any], algorithm: str, protocol: str, network: Network, routing: str | None, seed: int,
     intra_link: str, structure: bytes | None = None,
 ) -> WavePlan:  # fmt: skip
-    key = _digest(
+    key = digest(
         [],
         structure if structure is not None else structure_digest(flows),
         repr((_hop_latencies(algorithm, protocol, intra_link), routing, seed)).encode(),
-        _network_key(network),
+        network_key(network),
     )
-    plan = _PLANS.get(key)
+    plan = PLANS.get(key)
     if plan is None:
         incidence, latency = _routing_and_latency(flows, algorithm, protocol, network, routing, seed, intra_link)
         plan = WavePlan.build(incidence, network.capacity_Bps, latency, flows["step"], flows["dep_ptr"],
                               flows["dep_idx"])  # fmt: skip
-        _PLANS.put(key, plan)
+        PLANS.put(key, plan)
     return plan
-
-
-def structure_digest(flows: dict[str, Any]) -> bytes:
-    """A digest of what a shape's timing depends on besides its bytes and the network."""
-    return _digest([flows[name] for name in _STRUCTURE])
-
-
-def _network_key(network: Network) -> bytes:
-    key = _NETWORK_KEYS.get(network)
-    if key is None:
-        import numpy as np
-
-        fields = vars(network)
-        arrays = [v for v in fields.values() if isinstance(v, np.ndarray)]
-        scalars = repr(sorted((k, repr(v)) for k, v in fields.items() if not isinstance(v, np.ndarray))).encode()
-        key = _NETWORK_KEYS[network] = _digest(arrays, scalars)
-    return key
-
-
-def _digest(arrays: list[Any], *extra: bytes) -> bytes:
-    """A digest of arrays (their dtype, shape and values) and some bytes."""
-    import hashlib
-
-    import numpy as np
-
-    h = hashlib.blake2b(digest_size=20)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-    for e in extra:
-        h.update(len(e).to_bytes(8, "little"))
-        h.update(e)
-    return h.digest()
-
-
-def _step_rates(incidence: Any, capacity: Any, count: int, order: Any, bounds: Any) -> Any:
-    """Every flow's max-min fair rate among the flows of its step, all steps in one solve: each step
-    gets its own copy of the links it uses (steps do not share bandwidth, and the fair share of
-    disjoint parts is each part's own)."""
-    import numpy as np
-
-    from tracekit.fabric.fairshare import max_min_rates
-
-    wave = np.empty(count, dtype=np.int64)
-    wave[order] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    links = len(capacity)
-    copies, link = np.unique(wave[incidence.flow] * links + incidence.link, return_inverse=True)
-    by_flow = np.argsort(incidence.flow, kind="stable")
-    return max_min_rates(incidence.flow[by_flow], link.reshape(-1)[by_flow], incidence.weight[by_flow], count,
-                         capacity[copies % links])  # fmt: skip
 
 
 def _within_capacity(
@@ -521,198 +311,3 @@ def _follows(flows: dict[str, Any], ptr: Any, idx: Any) -> Any:
     out = np.zeros(count, dtype=bool)
     out[owner[same]] = True
     return out
-
-
-def collective_starts(
-    ds: TraceDataset, job: JobCollectives, durations: dict[int, float], notes: list[str]
-) -> tuple[dict[int, float], str]:
-    """collective_id -> start in seconds, and how it was found ('trace timestamps' or 'dependency replay')."""
-    colls = job.collectives
-    starts = colls["start_us"]
-    if colls.height and starts.null_count() == 0:
-        t0 = float(starts.min())  # type: ignore[arg-type]
-        return {
-            cid: (start - t0) / 1e6
-            for cid, start in zip(colls["collective_id"].to_list(), starts.to_list(), strict=True)
-        }, "trace timestamps"
-    if starts.null_count() < colls.height:
-        notes.append(
-            f"job {job.job}: {starts.null_count()} of {colls.height} collectives have no timestamp: "
-            "the whole job is timed by a replay of its ops"
-        )
-    return _replay_ops(ds, job, durations, notes), "dependency replay"
-
-
-def _replay_ops(
-    ds: TraceDataset, job: JobCollectives, durations: dict[int, float], notes: list[str]
-) -> dict[int, float]:
-    import polars as pl
-
-    parts = job.participants.select("collective_id", "trace_id", "op_id")
-    traces = parts["trace_id"].unique().to_list()
-    total = ds.sql(
-        "select count(*) from ops where job_id = ? and trace_id in (select unnest(?::VARCHAR[]))", [job.job, traces]
-    ).fetchall()
-    count = int(total[0][0]) if total else 0
-    if count > MAX_REPLAY_OPS or count == 0:
-        if count:
-            notes.append(
-                f"job {job.job}: {count:,} ops is past the replay limit of {MAX_REPLAY_OPS:,}; only the "
-                "communication ops are replayed, in program order"
-            )
-        ops = parts.rename({"collective_id": "_cid"}).select(
-            "trace_id",
-            "op_id",
-            pl.lit(0.0).alias("duration_us"),
-            pl.lit(None, dtype=pl.List(pl.Int64)).alias("ctrl_deps"),
-            pl.lit(None, dtype=pl.List(pl.Int64)).alias("data_deps"),
-        )
-    else:
-        ops = ds.sql(
-            "select trace_id, op_id, duration_us, ctrl_deps, data_deps from ops "
-            "where job_id = ? and trace_id in (select unnest(?::VARCHAR[]))",
-            [job.job, traces],
-        ).pl()
-    comm = {(t, o): c for c, t, o in parts.iter_rows()}
-    group_of = dict(zip(job.collectives["collective_id"].to_list(), job.collectives["group"].to_list(), strict=True))
-    expected: dict[int, int] = {}
-    for cid in parts["collective_id"].to_list():
-        expected[cid] = expected.get(cid, 0) + 1
-    sim = _Replay(comm, expected, durations, group_of)
-    for (trace_id,), nodes in ops.sort("op_id").partition_by("trace_id", as_dict=True).items():
-        sim.add_trace(str(trace_id), nodes)
-    starts = sim.run()
-    if sim.forced:
-        notes.append(f"job {job.job}: the ops replay unblocked {sim.forced} collective(s) that not all ranks reached")
-    missing = [c for c in expected if c not in starts]
-    if missing:
-        end = max(starts.values(), default=0.0)
-        notes.append(
-            f"job {job.job}: {len(missing)} collective(s) never became ready in the ops replay; placed at the end"
-        )
-        for cid in missing:
-            starts[cid] = end
-    for cid in durations:
-        starts.setdefault(cid, 0.0)
-    return starts
-
-
-class _Replay:
-    """Discrete-event replay of every rank's ops (see the module docstring)."""
-
-    def __init__(
-        self,
-        comm: dict[tuple[str, int], int],
-        expected: dict[int, int],
-        durations: dict[int, float],
-        group_of: dict[int, int],
-    ) -> None:
-        self.comm = comm
-        self.group_of = group_of
-        self.expected = expected
-        self.durations = durations
-        self.traces: list[dict[str, Any]] = []
-        self.events: list[tuple[float, int, int, int]] = []  # (time, seq, trace, node)
-        self.seq = 0
-        self.arrivals: dict[int, list[tuple[int, int, float]]] = {}
-        self.starts: dict[int, float] = {}
-        self.forced = 0
-
-    def add_trace(self, trace_id: str, nodes: pl.DataFrame) -> None:
-        ids = nodes["op_id"].to_list()
-        index = {op: i for i, op in enumerate(ids)}
-        ctrl = nodes["ctrl_deps"].to_list()
-        data = nodes["data_deps"].to_list()
-        has_deps = any(c for c in ctrl) or any(d for d in data)
-        colls = [self.comm.get((trace_id, op)) for op in ids]
-        children: list[list[int]] = [[] for _ in ids]
-        indegree = [0] * len(ids)
-        last_on_stream: dict[int, int] = {}  # a group's collectives run in issue order (one stream each)
-        for i in range(len(ids)):
-            if has_deps:
-                parents = {index[d] for d in (ctrl[i] or []) + (data[i] or []) if d in index and index[d] != i}
-            else:
-                parents = {i - 1} if i else set()
-            cid = colls[i]
-            if cid is not None:
-                stream = self.group_of.get(cid, -1)
-                if stream in last_on_stream:
-                    parents.add(last_on_stream[stream])
-                last_on_stream[stream] = i
-            for p in parents:
-                children[p].append(i)
-            indegree[i] = len(parents)
-        durations = [max(d or 0.0, 0.0) / 1e6 for d in nodes["duration_us"].to_list()]
-        self.traces.append(
-            {
-                "ids": ids,
-                "coll": colls,
-                "children": children,
-                "indegree": indegree,
-                "duration": durations,
-                "queue": [],
-                "busy": False,
-            }
-        )
-
-    def run(self) -> dict[int, float]:
-        for t, trace in enumerate(self.traces):
-            for i, degree in enumerate(trace["indegree"]):
-                if degree == 0:
-                    self._ready(t, i, 0.0)
-            self._compute(t, 0.0)
-        while True:
-            while self.events:
-                time, _, t, i = heapq.heappop(self.events)
-                self._finish(t, i, time)
-            if not self._unblock():
-                return self.starts
-
-    def _push(self, time: float, t: int, i: int) -> None:
-        self.seq += 1
-        heapq.heappush(self.events, (time, self.seq, t, i))
-
-    def _ready(self, t: int, i: int, time: float) -> None:
-        trace = self.traces[t]
-        cid = trace["coll"][i]
-        if cid is None:
-            heapq.heappush(trace["queue"], (time, i))
-            return
-        arrived = self.arrivals.setdefault(cid, [])
-        arrived.append((t, i, time))
-        if len(arrived) == self.expected.get(cid, 1):
-            self._start(cid)
-
-    def _start(self, cid: int) -> None:
-        arrived = self.arrivals.pop(cid)
-        start = max(time for _, _, time in arrived)
-        self.starts[cid] = start
-        for t, i, _ in arrived:
-            self._push(start + self.durations.get(cid, 0.0), t, i)
-
-    def _compute(self, t: int, time: float) -> None:
-        trace = self.traces[t]
-        if trace["busy"] or not trace["queue"]:
-            return
-        ready, i = heapq.heappop(trace["queue"])
-        trace["busy"] = True
-        self._push(max(time, ready) + trace["duration"][i], t, i)
-
-    def _finish(self, t: int, i: int, time: float) -> None:
-        trace = self.traces[t]
-        if trace["coll"][i] is None:
-            trace["busy"] = False
-        for child in trace["children"][i]:
-            trace["indegree"][child] -= 1
-            if trace["indegree"][child] == 0:
-                self._ready(t, child, time)
-        self._compute(t, time)
-
-    def _unblock(self) -> bool:
-        """Start the pending collective whose last arrival is earliest; False when none is pending."""
-        if not self.arrivals:
-            return False
-        cid = min(self.arrivals, key=lambda c: max(time for _, _, time in self.arrivals[c]))
-        self.forced += 1
-        self._start(cid)
-        return True

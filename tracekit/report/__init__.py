@@ -4,7 +4,8 @@
     build_report("fleet.dataset", "report.html", Scope(labels=("fsdp",)))
 
 The numbers come from the shipped queries (report.data), the sentences from report.headlines, the
-figures from report.charts, the page from report.page; report.compare puts two fleets side by side.
+figures from report.charts (one module per chart), the page from report.page; report.compare puts
+two fleets side by side.
 The report reads datasets through tracekit.api and knows nothing of trace formats.
 """
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
-from tracekit.report import charts, headlines
+from tracekit.report import headlines
+from tracekit.report.charts import style
 from tracekit.report.data import TREND_MIN_JOBS, Scope
 from tracekit.report.format import Num, Sentence, comm_name, fmax, fmin, human_bytes, human_count, percent, ratio
 from tracekit.report.page import Figure, Section, table_html
@@ -113,10 +114,10 @@ def sizes_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figure:
                 ],
             )
             .properties(
-                width=charts.WIDTH, height=220, title=charts._title("GPUs per job", "Share of each fleet's jobs.")
+                width=style.WIDTH, height=220, title=style.heading("GPUs per job", "Share of each fleet's jobs.")
             )
         )
-        spec = charts._finish(chart)
+        spec = style.finish(chart)
     return Figure(
         "fig-compare-sizes",
         "GPUs per job",
@@ -162,12 +163,12 @@ def classes_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figure
                 tooltip=["fleet:N", "class:N", alt.Tooltip("jobs:Q", format=","), alt.Tooltip("share:Q", format=".1%")],
             )
             .properties(
-                width=charts.WIDTH - 100,
+                width=style.WIDTH - 100,
                 height=alt.Step(14),
-                title=charts._title("Jobs per class", "Share of each fleet's jobs."),
+                title=style.heading("Jobs per class", "Share of each fleet's jobs."),
             )
         )
-        spec = charts._finish(chart)
+        spec = style.finish(chart)
     return Figure(
         "fig-compare-classes", "Jobs per parallelism class", [line], spec, "neither fleet has jobs.", ["job_class"]
     )
@@ -210,10 +211,10 @@ def messages_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figur
         line += _change(f"compare_median_bin_hi:{comm_type}", halves[0], halves[1], human_bytes)
     if line:
         line.append(".")
-    data = charts.with_comm_names(_both(ca, cb, names))
+    data = style.with_comm_names(_both(ca, cb, names))
     spec = None
     if data.height:
-        ticks = charts._pow2_ticks(fmin(data["size_hi"]) / 2, fmax(data["size_hi"]), 7)
+        ticks = style.pow2_ticks(fmin(data["size_hi"]) / 2, fmax(data["size_hi"]), 7)
         chart = (
             alt.Chart(data)
             .mark_line(point=alt.OverlayMarkDef(size=16))
@@ -221,7 +222,7 @@ def messages_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figur
                 x=alt.X(
                     "size_hi:Q",
                     scale=alt.Scale(type="log", base=2, domain=[ticks[0], ticks[-1]]),
-                    axis=alt.Axis(values=ticks, labelExpr=charts.BYTES_LABEL),
+                    axis=alt.Axis(values=ticks, labelExpr=style.BYTES_LABEL),
                     title="bytes passed in per call",
                 ),
                 y=alt.Y("cum_share:Q", title="share of calls below", axis=alt.Axis(format="%")),
@@ -236,12 +237,12 @@ def messages_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figur
             .properties(width=170, height=140)
             .facet(facet=alt.Facet("comm_type:N", title=None), columns=3)
             .properties(
-                title=charts._title(
+                title=style.heading(
                     "Message sizes per collective", "Share of calls smaller than each size (log2 bins)."
                 )
             )
         )
-        spec = charts._finish(chart)
+        spec = style.finish(chart)
     return Figure(
         "fig-compare-messages",
         "Message sizes per collective",
@@ -300,12 +301,12 @@ def groups_figure(a: FleetData, b: FleetData, names: tuple[str, str]) -> Figure:
                 ],
             )
             .properties(
-                width=charts.WIDTH,
+                width=style.WIDTH,
                 height=220,
-                title=charts._title("GPUs per collective", "Share of each fleet's calls (send/recv left out)."),
+                title=style.heading("GPUs per collective", "Share of each fleet's calls (send/recv left out)."),
             )
         )
-        spec = charts._finish(chart)
+        spec = style.finish(chart)
     return Figure(
         "fig-compare-groups",
         "GPUs per collective",

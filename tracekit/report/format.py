@@ -43,6 +43,12 @@ def exact_sum(series: Any) -> int:
     return int(series.cast(pl.Int128).sum() or 0)
 
 
+def round_float(value: float) -> float:
+    """Twelve significant digits: enough for any chart, and the same page for the same data (DuckDB's parallel
+    sums of doubles may differ in their last bits from run to run)."""
+    return float(f"{value:.12g}") if math.isfinite(value) else value
+
+
 def fmax(series: Any) -> float:
     value = series.max()
     return float(value) if value is not None else math.nan

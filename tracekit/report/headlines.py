@@ -344,12 +344,17 @@ def trend(trend_frame: pl.DataFrame | None, period: Period | None) -> Sentence:
     ]
 
 
+def class_lines(fleet: FleetData) -> Sentence:
+    """The classes figure's headline: the classes, then how far labels and the inference agree."""
+    return [*classes(fleet.jobs), *([" "] if len(fleet.agreement) else []), *agreement(fleet.agreement)]
+
+
 def fleet_headlines(fleet: FleetData) -> dict[str, Sentence]:
     """Every fleet headline, by the figure it heads."""
     return {
         "summary": fleet_summary(fleet.overview),
         "sizes": job_sizes(fleet.sizes),
-        "classes": [*classes(fleet.jobs), *([" "] if len(fleet.agreement) else []), *agreement(fleet.agreement)],
+        "classes": class_lines(fleet),
         "mix": mix(fleet.mix, fleet.jobs),
         "wire": wire(fleet.mix),
         "messages": message_sizes(fleet.cdf, fleet.percentiles),

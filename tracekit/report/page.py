@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracekit.report.charts import round_float
-from tracekit.report.format import Num, Sentence
+from tracekit.report.format import Num, Sentence, round_float
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 SCRIPTS = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
@@ -92,6 +91,14 @@ def script_json(data: object) -> str:
     ):
         text = text.replace(char, code)
     return text
+
+
+def slug(text: str) -> str:
+    """An HTML id for a job: readable, and unique through a hash of the whole name."""
+    import hashlib
+
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in text)[:40] + f"-{digest}"
 
 
 def table_html(headers: list[str], rows: list[list[str]], numeric: set[int], cls: str = "data") -> str:

@@ -1,4 +1,4 @@
-"""The waves timing's plans (tracekit.replay.timing): shared between shapes of one structure, never
+"""The waves timing's plans (tracekit.replay.waves): shared between shapes of one structure, never
 changing a result."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.fabric.presets import preset
-from tracekit.replay import Placement, timing
+from tracekit.replay import Placement, timing, waves
 from tracekit.replay.fleet import FleetSettings, replay_jobs
 from tracekit.replay.shapes import JobShapes
 from tracekit.replay.timing import Timer
@@ -35,13 +35,13 @@ def _shapes(dataset: Path, job: str) -> JobShapes:
 def test_a_shape_of_the_same_structure_and_other_sizes_is_timed_as_if_alone(captured_dataset: Path) -> None:
     shapes = _shapes(captured_dataset, "fsdp_mlp")
     network = preset("clos2-2to1").build(shapes.network())
-    timing._PLANS.clear()
+    waves.PLANS.clear()
     alone = Timer(shapes).run(network, "ecmp", 3)
-    assert timing._PLANS  # the plans are kept ...
+    assert waves.PLANS  # the plans are kept ...
     for shape in shapes.shapes:  # ... and another job with the same groups and three times the bytes
         shape.flows["bytes"] = shape.flows["bytes"] * 3
     shared = Timer(shapes).run(network, "ecmp", 3)
-    timing._PLANS.clear()
+    waves.PLANS.clear()
     fresh = Timer(shapes).run(network, "ecmp", 3)
     for (s1, e1, t1), (s2, e2, t2) in zip(shared.solved, fresh.solved, strict=True):
         assert np.array_equal(s1, s2) and np.array_equal(e1, e2) and t1 == t2
@@ -53,10 +53,10 @@ def test_a_fleets_rows_do_not_depend_on_what_its_worker_timed_before(captured_da
     settings = FleetSettings(PLACEMENT, fabrics=(preset("clos2-2to1"),), seeds=2)
     with tracekit.open(captured_dataset) as ds:
         jobs = [row[0] for row in ds.sql("select job_id from jobs order by job_id").fetchall()]
-        timing._PLANS.clear()
+        waves.PLANS.clear()
         together = {o.job: o.fabrics for o in replay_jobs(ds, jobs, settings)}
         for job in jobs:
-            timing._PLANS.clear()
+            waves.PLANS.clear()
             [alone] = list(replay_jobs(ds, [job], settings))
             timed = together[job]
             if alone.fabrics is None or timed is None:
@@ -74,12 +74,12 @@ def test_a_plan_is_not_reused_under_other_nccl_latencies(
 
     shapes = _shapes(captured_dataset, "fsdp_mlp")
     network = preset("clos2-2to1").build(shapes.network())
-    timing._PLANS.clear()
+    waves.PLANS.clear()
     with_latency = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
     zero = {link: {alg: (0.0, 0.0, 0.0) for alg in table} for link, table in tuning.HW_LATENCY.items()}
     monkeypatch.setattr(tuning, "HW_LATENCY", zero)
     after_a_warm_run = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
-    timing._PLANS.clear()
+    waves.PLANS.clear()
     fresh = Timer(shapes).run(network, "ecmp", 0).communication_s(shapes)
     assert after_a_warm_run == fresh < with_latency
 
@@ -87,9 +87,9 @@ def test_a_plan_is_not_reused_under_other_nccl_latencies(
 def test_the_plan_cache_keeps_its_bytes_under_its_budget(captured_dataset: Path) -> None:
     shapes = _shapes(captured_dataset, "fsdp_mlp")
     network = preset("clos2-2to1").build(shapes.network())
-    plans = [timing.WavePlan.build(*_routed(shape, network)) for shape in shapes.shapes]
+    plans = [waves.WavePlan.build(*_routed(shape, network)) for shape in shapes.shapes]
     sizes = [plan.nbytes() for plan in plans]
-    cache = timing.PlanCache(budget=4 * max(sizes))
+    cache = waves.PlanCache(budget=4 * max(sizes))
     for i, plan in enumerate(plans * 3):
         cache.put(bytes([i]), plan)
         assert cache._bytes <= cache.budget and cache._bytes == sum(size for _, size in cache._plans.values())
