@@ -1214,10 +1214,10 @@ def queries() -> None:
 def plugins(
     all_: Annotated[bool, typer.Option("--all", help="Also list what tracekit has built in.")] = False,
 ) -> None:
-    """List the installed plugins: the trace formats, simulator formats and algorithms they add.
+    """List the installed plugins: the simulator formats, algorithms and report charts they add.
 
-    A plugin is a Python package that declares an entry point in the group tracekit.emitter or
-    tracekit.algorithm, named for what it adds and pointing at the module that defines it (see
+    A plugin is a Python package that declares an entry point in the group tracekit.emitter,
+    tracekit.algorithm or tracekit.chart, named for what it adds and pointing at the module that defines it (see
     README, Plugins). A plugin that cannot be used is listed as a warning saying why.
     Example: tracekit plugins --all
     """

@@ -99,6 +99,7 @@ class ExtensionPoint:
 EXTENSION_POINTS = (
     ExtensionPoint("simulator format", "tracekit.replay.emitters", "EMITTER"),
     ExtensionPoint("algorithm", "tracekit.replay.algorithms", "ALGORITHM"),
+    ExtensionPoint("report chart", "tracekit.report.charts", "CHART"),
 )
 
 
@@ -117,7 +118,8 @@ def extensions() -> list[Extension]:
         by_name = {p.name: p.distribution for p in plugins(group_of(point.attribute))}
         for name, value in discover(importlib.import_module(point.package), point.attribute, object).items():
             source = "built-in" if name in built_in else by_name.get(name, "?")
-            found.append(Extension(point.kind, name, source, str(getattr(value, "summary", ""))))
+            summary = str(getattr(value, "summary", "")).strip().split("\n\n")[0]
+            found.append(Extension(point.kind, name, source, " ".join(summary.split())))
     return found
 
 

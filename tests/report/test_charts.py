@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from tracekit.report import charts
-from tracekit.report.charts import FleetChart, JobChart
 
-# What the charts share is not a chart.
-NOT_CHARTS = {"style"}
-
-
-def test_every_chart_module_defines_one_chart_named_after_it() -> None:
-    modules = {m.name for m in pkgutil.iter_modules(charts.__path__)} - NOT_CHARTS
-    assert set(charts.charts()) == modules
-    for name in modules:
-        chart = importlib.import_module(f"tracekit.report.charts.{name}").CHART
-        assert chart.name == name and isinstance(chart, FleetChart | JobChart)
+# That each chart is one module named for it is tests/test_registry.py's (every registry's) test.
 
 
 def test_the_charts_of_a_section_stand_at_distinct_positions() -> None:

@@ -25,18 +25,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Chart:
-    name: str  # the module's name
+    name: str  # the module's name, `_` written `-`
     position: int  # where its figure stands in its section, smallest first
 
 
 @dataclass(frozen=True)
 class FleetChart(Chart):
     figure: Callable[[FleetData], Figure | None]
+    summary: str = ""  # one line for `tracekit plugins`: its module's docstring
 
 
 @dataclass(frozen=True)
 class JobChart(Chart):
     figure: Callable[[JobData], Figure | None]
+    summary: str = ""  # one line for `tracekit plugins`: its module's docstring
 
 
 @cache

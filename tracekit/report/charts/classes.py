@@ -68,4 +68,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("classes", 20, figure)
+CHART = FleetChart("classes", 20, figure, __doc__ or "")

@@ -72,4 +72,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("fabrics", 80, figure)
+CHART = FleetChart("fabrics", 80, figure, __doc__ or "")

@@ -73,4 +73,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("groups", 60, figure)
+CHART = FleetChart("groups", 60, figure, __doc__ or "")

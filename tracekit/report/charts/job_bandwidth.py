@@ -72,4 +72,4 @@ def figure(job: JobData) -> Figure:
     )
 
 
-CHART = JobChart("job_bandwidth", 30, figure)
+CHART = JobChart("job-bandwidth", 30, figure, __doc__ or "")

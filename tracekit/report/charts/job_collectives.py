@@ -85,4 +85,4 @@ def figure(job: JobData) -> Figure:
     )
 
 
-CHART = JobChart("job_collectives", 10, figure)
+CHART = JobChart("job-collectives", 10, figure, __doc__ or "")

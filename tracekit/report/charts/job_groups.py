@@ -75,4 +75,4 @@ def figure(job: JobData) -> Figure:
     )
 
 
-CHART = JobChart("job_groups", 20, figure)
+CHART = JobChart("job-groups", 20, figure, __doc__ or "")

@@ -72,4 +72,4 @@ def figure(job: JobData) -> Figure | None:
     )
 
 
-CHART = JobChart("job_hosts", 60, figure)
+CHART = JobChart("job-hosts", 60, figure, __doc__ or "")

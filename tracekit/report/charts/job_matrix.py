@@ -59,4 +59,4 @@ def figure(job: JobData) -> Figure | None:
     )
 
 
-CHART = JobChart("job_matrix", 50, figure)
+CHART = JobChart("job-matrix", 50, figure, __doc__ or "")

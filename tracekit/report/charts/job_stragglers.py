@@ -70,4 +70,4 @@ def figure(job: JobData) -> Figure:
     )
 
 
-CHART = JobChart("job_stragglers", 40, figure)
+CHART = JobChart("job-stragglers", 40, figure, __doc__ or "")

@@ -183,4 +183,4 @@ def percentile_table(percentiles: pl.DataFrame) -> str:
     )
 
 
-CHART = FleetChart("messages", 40, figure)
+CHART = FleetChart("messages", 40, figure, __doc__ or "")

@@ -31,4 +31,4 @@ def figure(fleet: FleetData) -> Figure | None:
     )
 
 
-CHART = FleetChart("messages_elements", 50, figure)
+CHART = FleetChart("messages-elements", 50, figure, __doc__ or "")

@@ -80,4 +80,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("mix", 30, figure)
+CHART = FleetChart("mix", 30, figure, __doc__ or "")

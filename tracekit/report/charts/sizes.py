@@ -91,4 +91,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("sizes", 10, figure)
+CHART = FleetChart("sizes", 10, figure, __doc__ or "")

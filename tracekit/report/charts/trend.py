@@ -137,4 +137,4 @@ def figure(fleet: FleetData) -> Figure:
     )
 
 
-CHART = FleetChart("trend", 70, figure)
+CHART = FleetChart("trend", 70, figure, __doc__ or "")
