@@ -141,6 +141,16 @@ def test_three_calls_of_the_largest_size_sum_exactly(tmp_path: Path) -> None:
         assert int(_rows(ds.query("dataset_overview"))[0]["in_bytes"]) == 3 * (BIG - 1)
 
 
+def test_an_all_gather_of_the_largest_shard_is_paired_without_overflow(tmp_path: Path) -> None:
+    """The case hypothesis found: the class rule's AG/RS pairing multiplied a 2^62-element shard by the
+    group size in 64 bits (DuckDB: Overflow in multiplication of INT64)."""
+    rows = [(0, "ALL_GATHER", 8, BIG, None, 1, 0, None, "op_a", 1.0),
+            (0, "REDUCE_SCATTER", 8, None, None, 1, 0, None, "op_b", 1.0)]  # fmt: skip
+    path, _ = _dataset(tmp_path, rows)
+    with tracekit.open(path) as ds:
+        assert [r["job_id"] for r in _rows(ds.query("job_class"))] == ["j0", "j1", "j2"]
+
+
 @pytest.mark.parametrize("size", [BIG - 1, BIG])
 def test_the_report_states_the_largest_sums(tmp_path: Path, size: int) -> None:
     from tracekit.report.data import load_fleet

@@ -127,9 +127,10 @@ paired as (
             from grouped b
             where b.job_id = a.job_id and b.is_data and b.group_size = a.group_size
                 and b.comm_type = case a.comm_type when 'ALL_GATHER' then 'REDUCE_SCATTER' else 'ALL_GATHER' end
-                and (case a.comm_type when 'ALL_GATHER' then coalesce(a.in_elems, a.in_bytes) * a.group_size
+                -- in 128 bits: a shard of up to 2^62 times a group of up to 2^20 passes 64
+                and (case a.comm_type when 'ALL_GATHER' then coalesce(a.in_elems, a.in_bytes)::hugeint * a.group_size
                         - coalesce(b.in_elems, b.in_bytes)
-                    else coalesce(b.in_elems, b.in_bytes) * b.group_size - coalesce(a.in_elems, a.in_bytes) end)
+                    else coalesce(b.in_elems, b.in_bytes)::hugeint * b.group_size - coalesce(a.in_elems, a.in_bytes) end)
                     between 0 and 8 * a.group_size - 1
         ) as is_paired
     from grouped a
