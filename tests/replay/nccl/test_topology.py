@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
-from tracekit.replay.nccl.topology import model
+from tracekit.replay.nccl.topology import Node, model
 from tracekit.replay.placement import Placement
 
 
@@ -109,19 +109,31 @@ def test_the_p2p_channels_per_peer_shrink_with_the_job() -> None:
     assert per_peer == {16: 4, 32: 4, 64: 2, 128: 1}
 
 
+def _plain_nodes(layout: GroupLayout) -> list[Node]:
+    """The hosts in NCCL's node order, each with its members (absolute positions) in GPU order."""
+    node_of = layout.node_of()
+    order = np.argsort(node_of, kind="stable")
+    out = []
+    for members in np.split(order, np.cumsum(np.bincount(node_of))[:-1]):
+        nic_of = tuple(layout.nics[members].tolist())
+        out.append(Node(tuple(members.tolist()), tuple(dict.fromkeys(nic_of)), nic_of))
+    return out
+
+
 def _per_host_reference(layout: GroupLayout, placement: Placement, options: NcclOptions) -> dict[str, np.ndarray]:
     """The rings and trees built host by host, channel by channel (the model's first, plain form)."""
     from tracekit.replay.nccl import topology as t
     from tracekit.replay.nccl.trees import dtree
 
-    nodes = t._nodes(layout)
+    nodes = _plain_nodes(layout)
     n = layout.n
-    graph, speed, _ = t._graph_channels(nodes, placement, options)
+    hosts = t._hosts(layout)
+    graph, speed, _ = t._graph_channels(hosts, placement, options)
     coll = t._coll_channels(graph, speed, len(nodes), placement, options)
-    base = t._base_channels(nodes, placement)
+    base = t._base_channels(hosts)
     out = {k: np.full((coll, n), -1, dtype=np.int64) for k in ("ring", "send", "recv", "parent", "nic")}
     (first, first_types), (second, second_types) = dtree(len(nodes))
-    swap = placement.cross_nic == 2 and base % 2 == 0 and len(nodes) > 1 and not t._same_nic_rings(nodes)
+    swap = placement.cross_nic == 2 and base % 2 == 0 and len(nodes) > 1 and not t._same_nic_rings(hosts)
     for c in range(coll):
         source = c % (2 * graph)
         j = (source % graph) % base

@@ -87,38 +87,38 @@ def communicator(
 def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> CommTopology:
     import numpy as np
 
-    nodes = _nodes(layout)
+    hosts = _hosts(layout)
     n = layout.n
-    graph, per_channel, graph_bw_intra = _graph_channels(nodes, placement, options)
-    coll = _coll_channels(graph, per_channel, len(nodes), placement, options)
-    base = _base_channels(nodes, placement)
+    graph, per_channel, graph_bw_intra = _graph_channels(hosts, placement, options)
+    coll = _coll_channels(graph, per_channel, hosts.count, placement, options)
+    base = _base_channels(hosts)
     rings = np.zeros((coll, n), dtype=np.int64)
     send = np.full((coll, n), -1, dtype=np.int64)
     recv = np.full((coll, n), -1, dtype=np.int64)
     parent = np.full((coll, n), -1, dtype=np.int64)
     tree_nic = np.full((coll, n), -1, dtype=np.int64)
-    (first, first_types), (second, second_types) = dtree(len(nodes))
-    swap = placement.cross_nic == 2 and base % 2 == 0 and len(nodes) > 1 and not _same_nic_rings(nodes)
+    (first, first_types), (second, second_types) = dtree(hosts.count)
+    swap = placement.cross_nic == 2 and base % 2 == 0 and hosts.count > 1 and not _same_nic_rings(hosts)
     # Every host's rings and chains depend only on its NIC pattern and the channel: worked out once per
     # (pattern, channel) on a host's members 0..k-1 and mapped to its own, so a communicator of a
     # million ranks costs seconds, not minutes.
-    shapes = Shapes(nodes, placement.cross_nic)
-    sizes, ends = shapes.sizes, np.cumsum(shapes.sizes)
-    members = np.fromiter((m for node in nodes for m in node.members), dtype=np.int64, count=n)
+    shapes = Shapes(hosts, placement.cross_nic)
+    sizes, ends = hosts.sizes, np.cumsum(hosts.sizes)
+    members = hosts.members
     offsets = np.repeat(ends - sizes, sizes)
-    odd_hosts = np.arange(len(nodes)) % 2 == 1
+    odd_hosts = np.arange(hosts.count) % 2 == 1
     any_tree_pattern = False
     for c in range(coll):
         source = c % (2 * graph)
         j = (source % graph) % base
-        flip = odd_hosts if swap and (j ^ 1) < base else np.zeros(len(nodes), dtype=bool)
+        flip = odd_hosts if swap and (j ^ 1) < base else np.zeros(hosts.count, dtype=bool)
         rel, entry, exit_nic = shapes.rings(np.where(flip, j ^ 1, j))
         order = members[rel + offsets]
         rings[c] = order
         recv[c, order[ends - sizes]] = entry
         send[c, order[ends - 1]] = exit_nic
         parents, types = (first, first_types) if source < graph else (second, second_types)
-        rel, balanced, nic = shapes.trees(np.full(len(nodes), j))
+        rel, balanced, nic = shapes.trees(np.full(hosts.count, j))
         any_tree_pattern = any_tree_pattern or not bool(balanced.all())
         chain = members[rel + offsets]
         inner = np.ones(n, dtype=bool)
@@ -126,7 +126,7 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
         parent[c, chain[inner]] = chain[np.flatnonzero(inner) - 1]
         tree_nic[c, chain] = np.repeat(nic, sizes)
         _link_heads(parent[c], chain, ends - sizes, sizes, balanced.astype(bool), parents, types)
-    p2p, per_peer = _p2p_channels(coll, n, len(nodes), path_gbytes(placement))
+    p2p, per_peer = _p2p_channels(coll, n, hosts.count, path_gbytes(placement))
     return CommTopology(
         channels=coll,
         ring=rings,
@@ -134,8 +134,8 @@ def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> Co
         ring_recv_nic=recv,
         tree_parent=parent,
         tree_nic=tree_nic,
-        nodes=len(nodes),
-        ranks_per_node=int(sizes.max()) if nodes else 1,
+        nodes=hosts.count,
+        ranks_per_node=int(sizes.max()) if hosts.count else 1,
         graph_channels=graph,
         bw_intra=graph_bw_intra,
         bw_inter=per_channel,
@@ -173,18 +173,11 @@ class Shapes:
     """Every host's ring or tree chain of a channel, worked out once per (NIC pattern, graph channel)
     on members 0..k-1: per host, its order (concatenated over the hosts) and two values per host."""
 
-    def __init__(self, nodes: list[Node], cross_nic: int) -> None:
-        import numpy as np
-
-        ids: dict[tuple[int, ...], int] = {}
-        self.examples: list[Node] = []  # one host per NIC pattern, on members 0..k-1
-        for node in nodes:
-            if node.nic_of not in ids:
-                ids[node.nic_of] = len(self.examples)
-                self.examples.append(_relative(node))
-        self.pattern = np.array([ids[node.nic_of] for node in nodes], dtype=np.int64)
-        self.sizes = np.array([len(node.members) for node in nodes], dtype=np.int64)
-        self.uniform = len(nodes) > 0 and int(self.sizes.min()) == int(self.sizes.max())
+    def __init__(self, hosts: Hosts, cross_nic: int) -> None:
+        self.examples = hosts.patterns  # one host per NIC pattern, on members 0..k-1
+        self.pattern = hosts.pattern
+        self.sizes = hosts.sizes
+        self.uniform = hosts.count > 0 and int(self.sizes.min()) == int(self.sizes.max())
         self.cross_nic = cross_nic
 
     def rings(self, js: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -212,36 +205,59 @@ class Shapes:
         return np.concatenate([orders[i] for i in inverse]), first, second
 
 
-def _relative(node: Node) -> Node:
-    return Node(tuple(range(len(node.members))), node.nics, node.nic_of)
+@dataclass(frozen=True)
+class Hosts:
+    """A communicator's hosts in NCCL's node order (by lowest communicator rank): every member's
+    position host by host in GPU order, each host's size, and its NIC pattern: an index into
+    `patterns`, the distinct hosts written on members 0..k-1 (in order of first appearance)."""
+
+    members: np.ndarray
+    sizes: np.ndarray
+    pattern: np.ndarray
+    patterns: list[Node]
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
 
 
-def _nodes(layout: GroupLayout) -> list[Node]:
-    """The hosts in NCCL's node order (by lowest communicator rank), each with its members in GPU order."""
+def _hosts(layout: GroupLayout) -> Hosts:
     import numpy as np
 
     if not layout.n:
-        return []
+        empty = np.zeros(0, dtype=np.int64)
+        return Hosts(empty, empty, empty, [])
     node_of = layout.node_of()
     order = np.argsort(node_of, kind="stable")  # positions are host-sorted and GPU-sorted within a host
-    bounds = np.cumsum(np.bincount(node_of))[:-1]
-    nics = layout.nics
-    out = []
-    for members in np.split(order, bounds):
-        nic_of = tuple(nics[members].tolist())
-        out.append(Node(tuple(members.tolist()), tuple(dict.fromkeys(nic_of)), nic_of))
-    return out
+    sizes = np.bincount(node_of).astype(np.int64)
+    nic_of = np.asarray(layout.nics)[order]
+    k = int(sizes[0])
+    if k and bool((sizes == k).all()):  # every host alike in size: its patterns found as array rows
+        rows, first, pattern = np.unique(nic_of.reshape(-1, k), axis=0, return_index=True, return_inverse=True)
+        by_appearance = np.argsort(first, kind="stable")
+        renumber = np.empty_like(by_appearance)
+        renumber[by_appearance] = np.arange(len(by_appearance))
+        patterns = [_pattern(rows[i].tolist()) for i in by_appearance]
+        return Hosts(order.astype(np.int64), sizes, renumber[pattern.reshape(-1)], patterns)
+    ids: dict[tuple[int, ...], int] = {}
+    host_pattern = [ids.setdefault(tuple(nics.tolist()), len(ids)) for nics in np.split(nic_of, np.cumsum(sizes)[:-1])]
+    patterns = [_pattern(list(key)) for key in ids]
+    return Hosts(order.astype(np.int64), sizes, np.asarray(host_pattern, dtype=np.int64), patterns)
 
 
-def _graph_channels(nodes: list[Node], placement: Placement, options: NcclOptions) -> tuple[int, float, float]:
+def _pattern(nic_of: list[int]) -> Node:
+    return Node(tuple(range(len(nic_of))), tuple(dict.fromkeys(nic_of)), tuple(nic_of))
+
+
+def _graph_channels(hosts: Hosts, placement: Placement, options: NcclOptions) -> tuple[int, float, float]:
     """(graph channels, GB/s per channel across nodes, GB/s per channel inside a node) of NCCL's search."""
     arch = options.gpu_arch
-    if len(nodes) <= 1:
+    if hosts.count <= 1:
         if placement.intra_host != "nvlink":
             return 1, 0.0, snap(placement.pcie_gbytes, SPEEDS_INTER[80])
         # NVSwitch: 6 channels at 60 (Hopper) or 40 GB/s, duplicated to 12 (search.cc speeds; dup rule)
         return 12, 0.0, 30.0 if arch >= 90 else 20.0
-    nics = min(len(node.nics) for node in nodes)
+    nics = min(len(node.nics) for node in hosts.patterns)
     speed = snap(path_gbytes(placement), SPEEDS_INTER[arch if arch in SPEEDS_INTER else 80])
     channels = min(nics, MAXCHANNELS // 2)
     if not (speed < 25 or (arch > 80 and speed < 50 and channels > 4)):
@@ -263,16 +279,16 @@ def _coll_channels(graph: int, speed: float, nodes: int, placement: Placement, o
     return coll
 
 
-def _base_channels(nodes: list[Node], placement: Placement) -> int:
+def _base_channels(hosts: Hosts) -> int:
     """Distinct rings before NCCL's duplications: one per NIC across hosts (at least 1)."""
-    if len(nodes) <= 1:
-        return max(1, len(nodes[0].members)) if nodes else 1
-    return max(1, min(len(node.nics) for node in nodes))
+    if hosts.count <= 1:
+        return max(1, int(hosts.sizes[0])) if hosts.count else 1
+    return max(1, min(len(node.nics) for node in hosts.patterns))
 
 
-def _same_nic_rings(nodes: list[Node]) -> bool:
+def _same_nic_rings(hosts: Hosts) -> bool:
     """Whether every ring can leave on the NIC it entered by without PXN (the next GPU shares the NIC)."""
-    for node in nodes:
+    for node in hosts.patterns:
         k = len(node.members)
         for nic in node.nics:
             e = node.owner(nic)
