@@ -3,12 +3,19 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN = $(VENV)/bin
 
-.PHONY: check test lint docs proto js sample clean
+.PHONY: check fast test lint docs proto js sample clean
 
 check: lint test
 
+# The quick gate while working (about 3 minutes on 2 cores): ruff, then every test but the slow ones,
+# the browser's and the fuzz campaign's, over every core, each property test at a tenth of its examples
+# (tests/examples.py). `make check` is the whole gate.
+fast: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -n auto -m "not slow and not browser and not fuzz" --hypothesis-profile fast
+
 test: $(VENV)/.installed
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

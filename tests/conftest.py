@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.examples import register_profiles
 from tracekit.errors import ParserBug
+
+register_profiles()  # before the hypothesis plugin loads the one --hypothesis-profile names
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_TRACES = ROOT / "sample_traces"

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
+from tests.examples import examples
 from tests.synthetic import write_dataset
 from tracekit.queries import query_names, query_params
 from tracekit.report import render_report
@@ -104,7 +105,7 @@ def _rows(relation: Any) -> list[dict[str, Any]]:
     return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=calls)
 def test_every_query_and_the_report_hold_the_largest_values(tmp_path: Path, rows: list[tuple[Any, ...]]) -> None:
     path, collectives = _dataset(tmp_path, rows)

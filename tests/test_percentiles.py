@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from tests.examples import examples
 from tracekit.queries import catalog_statement, rollup_query
 from tracekit.schema import arrow_schema
 
@@ -63,7 +64,7 @@ calls = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=calls)
 def test_percentiles_from_bins_equal_those_over_every_row(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     con.execute("DELETE FROM collectives")

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.queries import catalog_statement
 from tracekit.schema import arrow_schema
 
@@ -98,7 +99,7 @@ def wire_bytes(con: duckdb.DuckDBPyConnection, comm_type: str, n: int, size: int
     return [row[0] for row in con.sql("SELECT wire_bytes FROM collective_wire_bytes(NULL) ORDER BY rank").fetchall()]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     comm_type=st.sampled_from(sorted(SIMULATED)),
     n=st.integers(min_value=1, max_value=64),

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.fabric.reference import max_min
 from tracekit.fabric.fairshare import components, max_min_rates
 
@@ -50,7 +51,7 @@ paths_strategy = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(paths_strategy, st.lists(st.sampled_from([0.0, 1.0, 2.0, 5.0]), min_size=6, max_size=6))
 def test_rates_are_max_min_fair(paths: list[list[tuple[int, float]]], capacity: list[float]) -> None:
     got = np.array(rates(paths, capacity))

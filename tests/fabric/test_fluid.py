@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.fabric.reference import simulate as reference
 from tracekit.errors import InputError
 from tracekit.fabric import Endpoints, FabricSpec, FlowEnds, FluidResult, Incidence, link_loads, route, simulate
@@ -252,7 +253,7 @@ def cases(draw: st.DrawFn) -> Case:
     return paths, capacity, sizes, release, latency, deps
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(cases())
 def test_properties_on_random_cases(case: Case) -> None:
     paths, capacity, sizes, release, latency, deps = case
@@ -289,7 +290,7 @@ def test_properties_on_random_cases(case: Case) -> None:
                 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(cases())
 def test_the_default_tolerance_stays_close_to_the_exact_order(case: Case) -> None:
     paths, capacity, sizes, release, latency, deps = case

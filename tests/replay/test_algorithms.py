@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.replay.algorithms import NotApplicable, Request, template
 from tracekit.replay.algorithms.base import INTRA, NET
 from tracekit.replay.layout import GroupLayout, group_layout
@@ -87,7 +88,7 @@ def _relay_of(s: Stamped) -> np.ndarray:
     return relay
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=GROUPS, size=SIZES, channels=CHANNELS, qps=QPS, pxn=st.booleans(), cross_nic=st.sampled_from([0, 1, 2]))
 def test_ring_all_reduce_delivers_2_n_minus_1_times_s(
     n: int, size: int, channels: int, qps: int, pxn: bool, cross_nic: int
@@ -101,7 +102,7 @@ def test_ring_all_reduce_delivers_2_n_minus_1_times_s(
     assert (np.abs(sent * n - 2 * (n - 1) * size) <= 2 * n * channels * qps).all()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=GROUPS, size=SIZES, channels=CHANNELS, qps=QPS, pxn=st.booleans())
 def test_ring_reduce_scatter_and_all_gather_deliver_their_totals(
     n: int, size: int, channels: int, qps: int, pxn: bool
@@ -116,7 +117,7 @@ def test_ring_reduce_scatter_and_all_gather_deliver_their_totals(
     assert (received == (n - 1) * size).all()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(shards=st.lists(st.integers(min_value=0, max_value=1 << 30), min_size=2, max_size=24), channels=CHANNELS)
 def test_ring_and_direct_all_gather_forward_each_members_own_shard(shards: list[int], channels: int) -> None:
     n = len(shards)
@@ -127,7 +128,7 @@ def test_ring_and_direct_all_gather_forward_each_members_own_shard(shards: list[
         assert (received == sum(shards) - np.array(shards)).all(), algorithm
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=GROUPS, size=SIZES, channels=CHANNELS, qps=QPS, pxn=st.booleans(), chunks=st.sampled_from([1, 3, 8]))
 def test_tree_all_reduce_delivers_2_n_minus_1_times_s(
     n: int, size: int, channels: int, qps: int, pxn: bool, chunks: int
@@ -137,7 +138,7 @@ def test_tree_all_reduce_delivers_2_n_minus_1_times_s(
     assert s.bytes[delivered(s)].sum() == 2 * (n - 1) * size
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=GROUPS, size=SIZES, p2p=st.sampled_from([1, 2, 4]), qps=QPS, pxn=st.booleans())
 def test_direct_all_to_all_delivers_n_minus_1_over_n_of_s_per_rank(
     n: int, size: int, p2p: int, qps: int, pxn: bool
@@ -158,7 +159,7 @@ def _origin(s: Stamped, layout: GroupLayout) -> np.ndarray:
     return origin[d]
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(n=st.integers(min_value=2, max_value=40), size=SIZES, per_host=st.integers(min_value=1, max_value=8))
 def test_every_all_reduce_algorithm_moves_exactly_its_total(n: int, size: int, per_host: int) -> None:
     p = 1 << (n.bit_length() - 1)
@@ -174,7 +175,7 @@ def test_every_all_reduce_algorithm_moves_exactly_its_total(n: int, size: int, p
         assert s.bytes[delivered(s)].sum() == total, algorithm
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(hosts=st.integers(min_value=1, max_value=6), per_host=st.integers(min_value=1, max_value=8), size=SIZES)
 def test_hierarchical_totals(hosts: int, per_host: int, size: int) -> None:
     n = hosts * per_host
@@ -190,7 +191,7 @@ def test_hierarchical_totals(hosts: int, per_host: int, size: int) -> None:
     assert (np.bincount(s.src, weights=s.bytes, minlength=n) == (n - 1) * size).all()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=GROUPS, size=SIZES, root=st.integers(min_value=0, max_value=127), chunks=st.sampled_from([1, 4]))
 def test_rooted_collectives(n: int, size: int, root: int, chunks: int) -> None:
     root %= n

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.replay.test_algorithms import build
 from tracekit.errors import InputError
 from tracekit.generate import generate_fleet
@@ -55,7 +56,7 @@ def nvlink_per_gpu(s: Stamped, n: int) -> tuple[np.ndarray, np.ndarray]:
     return up, down
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(hosts=st.integers(1, 9), per_host=st.integers(2, 8), size=SIZES, channels=CHANNELS, chunks=CHUNKS)
 def test_nvls_all_reduce_moves_s_plus_s_over_g_per_gpu_and_its_tree_between_heads(
     hosts: int, per_host: int, size: int, channels: int, chunks: int
@@ -75,7 +76,7 @@ def test_nvls_all_reduce_moves_s_plus_s_over_g_per_gpu_and_its_tree_between_head
     assert np.abs(down - size * (1 + 1 / per_host)).max() <= parts + 1
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(per_host=st.integers(2, 8), size=SIZES, channels=CHANNELS)
 def test_nvls_reduce_scatter_and_all_gather_on_one_host(per_host: int, size: int, channels: int) -> None:
     rs, _ = build("nvls", "REDUCE_SCATTER", per_host, size, per_host=per_host, channels=channels)
@@ -89,7 +90,7 @@ def test_nvls_reduce_scatter_and_all_gather_on_one_host(per_host: int, size: int
     assert ag.bytes[ag.switch == FROM_SWITCH].sum() == per_host * sum(shards)  # multicast to every GPU
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(hosts=st.integers(2, 9), per_host=st.integers(1, 8), size=SIZES, channels=CHANNELS, chunks=CHUNKS)
 def test_collnet_sends_each_hosts_bytes_once_into_the_network_and_once_out(
     hosts: int, per_host: int, size: int, channels: int, chunks: int

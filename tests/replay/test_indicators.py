@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.fabric.topology import FabricSpec
 from tracekit.replay import NcclOptions, Placement, fleet_locality, host_matrix, replay
 from tracekit.replay.indicators import burstiness, ecmp, network_indicators
@@ -80,7 +81,7 @@ def test_host_matrix_holds_network_bytes_only(captured_dataset: Path) -> None:
     assert matrix["bytes"].sum() == network
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(1, 5).flatmap(
         lambda width: st.lists(

@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 
 import tracekit
+
 from tests.conftest import SAMPLE_TRACES, SampleRun, run_tracekit
 from tests.report.cdp import Browser, Tab
 from tracekit.ingest import ingest
+
+pytestmark = pytest.mark.browser
 
 READY = "document.body && document.body.getAttribute('data-charts-done') !== null"
 CHARTS = """Array.from(document.querySelectorAll('.chart')).map(node => ({

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.topology import Node, model
@@ -157,7 +158,7 @@ def _per_host_reference(layout: GroupLayout, placement: Placement, options: Nccl
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     ranks=st.sets(st.integers(0, 63), min_size=1, max_size=40),
     nics=st.sampled_from([1, 2, 4, 8]),
