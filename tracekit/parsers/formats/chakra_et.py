@@ -39,15 +39,15 @@ def looks_like_et(head: bytes) -> bool:
 
 
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
-    from tracekit.parsers import chakra_et
+    from tracekit.parsers.chakra import et
 
-    return chakra_et.parse(source, sink)
+    return et.parse(source, sink)
 
 
 def parse_many(sources: Sequence[Source], sink: FilesSink) -> list[TraceMeta | TraceError | None]:
-    from tracekit.parsers import chakra_et
+    from tracekit.parsers.chakra import many
 
-    return chakra_et.parse_many(sources, sink)
+    return many.parse_many(sources, sink)
 
 
 PARSER = Parser(

@@ -22,9 +22,9 @@ def sniff(head: bytes) -> bool:
 
 
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
-    from tracekit.parsers import chakra_json
+    from tracekit.parsers.chakra import jsonizer
 
-    return chakra_json.parse(source, sink)
+    return jsonizer.parse(source, sink)
 
 
 # After Kineto (whose keys anywhere in the head decide); before PyTorch ET, so that a head whose
