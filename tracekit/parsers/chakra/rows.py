@@ -28,10 +28,10 @@ from tracekit.parsers.chakra.rules import (
     collective_row,
     node_where,
 )
+from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.limits import UntypedRecords
 from tracekit.parsers.common.names import PG_INIT_MARK
-from tracekit.parsers.common.rows import finished
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.schema import arrow_schema
 
