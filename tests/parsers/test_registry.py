@@ -49,7 +49,14 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
 
 
 PARSER = Parser(
-    name="toy", content="binary", priority=5, sniff=sniff, suffixes=(".toy",), role="host", parse=parse
+    name="toy",
+    summary="a toy format",
+    content="binary",
+    priority=5,
+    sniff=sniff,
+    suffixes=(".toy",),
+    role="host",
+    parse=parse,
 )
 '''
 
@@ -77,6 +84,7 @@ def test_the_registry_holds_the_four_formats_with_todays_sniff_order() -> None:
         "pytorch_et": "host",
     }
     assert role_of(None) is None and role_of("no such format") is None
+    assert all(parser.summary for parser in parsers().values())
 
 
 def test_a_toy_format_module_is_discovered_detected_and_parsed(toy: None) -> None:

@@ -1,11 +1,11 @@
 """Trace formats as a registry: one module per format, each defining `PARSER`.
 
-A `Parser` names its format (the `traces.format` value), tells its files from their first bytes
-(`sniff`, asked in `priority` order among the parsers of the same `content`: a JSON object, or
-anything else), lists the file-name endings of its files (`suffixes`: the ingest looks for files
-so named; a binary format is also taken by them when no sniff rule decides), says which side of
-a rank a trace records (`role`) and reads a file (`parse`, and `parse_many` for a reader that
-amortises its set-up over many small files).
+A `Parser` names its format (the `traces.format` value), says in a line what it is (`summary`),
+tells its files from their first bytes (`sniff`, asked in `priority` order among the parsers of the
+same `content`: a JSON object, or anything else), lists the file-name endings of its files
+(`suffixes`: the ingest looks for files so named; a binary format is also taken by them when no
+sniff rule decides), says which side of a rank a trace records (`role`) and reads a file (`parse`,
+and `parse_many` for a reader that amortises its set-up over many small files).
 
 Adding a format is one new module of this package that defines `PARSER`: format detection
 (tracekit.parsers), the ingest's dispatch (tracekit.ingest.worker) and its pairing of a rank's
@@ -38,6 +38,7 @@ ParseMany = Callable[[Sequence["Source"], "FilesSink"], "list[TraceMeta | TraceE
 @dataclass(frozen=True)
 class Parser:
     name: str  # the `traces.format` value
+    summary: str  # one line for people: what the format is
     content: Content  # the heads `sniff` is asked about
     priority: int  # lower first, among the parsers of one content: the sniff rules' precedence
     sniff: Callable[[bytes], bool]  # whether the first bytes (decompressed, at most SNIFF_BYTES) are this format's

@@ -52,6 +52,7 @@ def parse_many(sources: Sequence[Source], sink: FilesSink) -> list[TraceMeta | T
 
 PARSER = Parser(
     name="chakra_et",
+    summary="Chakra execution traces (.et): varint-framed protobuf records, one file per rank",
     content="binary",
     priority=10,
     sniff=looks_like_et,

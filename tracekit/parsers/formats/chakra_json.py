@@ -31,6 +31,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
 # first key is one of these is Chakra JSON whatever keys follow.
 PARSER = Parser(
     name="chakra_json",
+    summary="Chakra ET as chakra_jsonizer writes it: protobuf-JSON objects back to back",
     content="json",
     priority=20,
     sniff=sniff,

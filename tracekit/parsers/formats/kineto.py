@@ -26,6 +26,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
 # First of the JSON formats: its keys, anywhere in the head, are written by no other producer.
 PARSER = Parser(
     name="kineto",
+    summary="Kineto (PyTorch profiler) Chrome-trace JSON: a rank's device side",
     content="json",
     priority=10,
     sniff=sniff,

@@ -27,6 +27,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
 # Last of the JSON formats: "schema" and "nodes" are common words, asked only when no other rule decides.
 PARSER = Parser(
     name="pytorch_et",
+    summary="PyTorch execution traces (ExecutionTraceObserver JSON): a rank's host side",
     content="json",
     priority=30,
     sniff=sniff,
