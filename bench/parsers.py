@@ -197,7 +197,7 @@ def _input(ctx: Context, name: str, write: Any, amount: int) -> Path:
 def _et_dicts(args: dict[str, Any]) -> dict[str, Any]:
     """The naive baseline: ParseFromString each record into a fresh Node, then a dict per node."""
     from tracekit.parsers import et_def_pb2
-    from tracekit.parsers.chakra_et import decode_varint
+    from tracekit.parsers.chakra.framing import decode_varint
 
     data = Path(args["path"]).read_bytes()
     rows = []
@@ -234,7 +234,7 @@ def _et_floor(args: dict[str, Any]) -> dict[str, Any]:
 
 def _et_parse(args: dict[str, Any]) -> dict[str, Any]:
     """The parse stage alone: tracekit's .et parser into a sink that drops the batches."""
-    from tracekit.parsers import chakra_et
+    from tracekit.parsers.chakra import et as chakra_et
     from tracekit.sources import FileSource
 
     class Drop:

@@ -30,7 +30,7 @@ def _decode_floor(args: dict[str, Any]) -> dict[str, Any]:
 def decode_records(data: bytes) -> int:
     """Decode every record of one .et file's bytes into a fresh message, nothing else: how many."""
     from tracekit.parsers import et_def_pb2
-    from tracekit.parsers.chakra_et import decode_varint
+    from tracekit.parsers.chakra.framing import decode_varint
 
     records, pos, first = 0, 0, True
     while pos < len(data):

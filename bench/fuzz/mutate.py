@@ -404,7 +404,7 @@ def _varint(value: int) -> bytes:
 
 
 def _records(data: bytes) -> list[bytes] | None:
-    from tracekit.parsers.chakra_et import decode_varint
+    from tracekit.parsers.chakra.framing import decode_varint
 
     out, pos = [], 0
     try:

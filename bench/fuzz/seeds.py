@@ -67,7 +67,7 @@ def _jsonize(et: bytes) -> bytes:
     from google.protobuf import json_format
 
     from tracekit.parsers import et_def_pb2
-    from tracekit.parsers.chakra_et import decode_varint
+    from tracekit.parsers.chakra.framing import decode_varint
 
     parts, pos, first = [], 0, True
     while pos < len(et):

@@ -225,7 +225,7 @@ def test_two_folders_whose_jobs_share_a_name_are_kept_apart(tmp_path: Path) -> N
 def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tracekit.parsers import chakra_et
+    from tracekit.parsers.chakra import et as chakra_et
 
     original = chakra_et.parse
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +52,21 @@ def test_failed_files_add_no_rows_whether_buffered_or_spilled(
 
 
 def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A format module with `parse_many` gets the batch's files of its format in one call; its rows,
-    named by file, land as if each file had been parsed alone, and a failed file adds none."""
+    """A parser with `parse_many` gets the batch's files of its format in one call; its rows, named
+    by file, land as if each file had been parsed alone, and a failed file adds none."""
+    import dataclasses
+
     import pyarrow as pa
 
-    import tracekit.parsers.chakra_et as chakra_et
     from tracekit.parsers.base import MemorySink, Source, TraceError, TraceMeta
+    from tracekit.parsers.chakra import et as chakra_et
+    from tracekit.parsers.formats import parsers
 
     calls: list[int] = []
 
-    def parse_many(sources: list[Source], sink: worker.FilesSink) -> list[TraceMeta | TraceError]:
+    def parse_many(sources: Sequence[Source], sink: worker.FilesSink) -> list[TraceMeta | TraceError | None]:
         calls.append(len(sources))
-        outcomes: list[TraceMeta | TraceError] = []
+        outcomes: list[TraceMeta | TraceError | None] = []
         for index, source in enumerate(sources):
             one = MemorySink()
             try:
@@ -79,7 +83,7 @@ def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatc
         _task(tmp_path, "t.1.et", et_bytes([("ALL_REDUCE", 64)])[:-2], 1),  # truncated: fails
         _task(tmp_path, "t.2.et", et_bytes([("ALL_GATHER", 8)]), 2),
     ]
-    monkeypatch.setattr(chakra_et, "parse_many", parse_many, raising=False)
+    monkeypatch.setitem(parsers(), "chakra_et", dataclasses.replace(parsers()["chakra_et"], parse_many=parse_many))
     results = parse_batch(Batch(tasks, str(tmp_path / "staging"))).files
     assert calls == [3]
     assert [r.error is None for r in results] == [True, False, True]
@@ -92,27 +96,30 @@ def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatc
 def test_a_generated_fleet_ingests_the_same_with_and_without_parse_many(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """chakra_et.parse_many (files of a batch decoded together) writes the dataset that parsing the
+    """Chakra ET's parse_many (files of a batch decoded together) writes the dataset that parsing the
     files one by one writes: every table, row for row."""
-    import tracekit.parsers.chakra_et as chakra_et
+    import dataclasses
+
     from tests.ingest.test_executors import TABLES, _rows
     from tracekit.generate import generate_fleet
     from tracekit.ingest import ingest
+    from tracekit.parsers.chakra import many as chakra_many
+    from tracekit.parsers.formats import parsers
 
     fleet = tmp_path / "fleet"
     generate_fleet(fleet, 30, 5, "default")  # 1,072 rank files (and 20 jobs 712, as job sizes are drawn now)
     (fleet / "job-000003" / "broken.7.et").write_bytes((fleet / "job-000003").glob("*.et").__next__().read_bytes()[:-5])
     calls: list[int] = []
-    many = chakra_et.parse_many
+    many = chakra_many.parse_many
 
     def counted(sources: Any, sink: Any) -> Any:
         calls.append(len(sources))
         return many(sources, sink)
 
-    monkeypatch.setattr(chakra_et, "parse_many", counted)
+    monkeypatch.setattr(chakra_many, "parse_many", counted)
     together = ingest([fleet], tmp_path / "together", workers=1)
     assert sum(calls) > 1_000 and len(together.errors) == 1
-    monkeypatch.delattr(chakra_et, "parse_many")
+    monkeypatch.setitem(parsers(), "chakra_et", dataclasses.replace(parsers()["chakra_et"], parse_many=None))
     alone = ingest([fleet], tmp_path / "alone", workers=1)
     assert together.errors == alone.errors
     expected, got = _rows(tmp_path / "alone"), _rows(tmp_path / "together")

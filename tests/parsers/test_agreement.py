@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.parsers.test_chakra_et import attr_bytes, node_bytes, parse_with, record
+from tests.parsers.chakra.test_et import attr_bytes, node_bytes, parse_with, record
 from tests.parsers.test_kineto import _comm_args, _doc, _kernel, _launch, _x
 from tests.parsers.test_kineto import _parse as parse_kineto
 from tests.parsers.test_pytorch_et import et, node, pg_init, rpc_c, tensor
 from tests.parsers.test_pytorch_et import run as parse_et
-from tracekit.parsers import chakra_et
 from tracekit.parsers.base import ProcessGroup, TraceMeta
+from tracekit.parsers.chakra import et as chakra_et
 
 ET_SCHEMA = "1.1.1-chakra.0.0.4"
 PG_INIT = "## process_group:init ##"

@@ -1,7 +1,7 @@
 """The .et writer: varint framing, attribute types, node builders, gzip, file handling.
 
 The written bytes are checked with protobuf's own decoder (not tracekit's parser), so a bug shared
-by writer and parser cannot hide; parser round-trips live in tests/parsers/test_chakra_et.py.
+by writer and parser cannot hide; parser round-trips live in tests/parsers/chakra/test_et.py.
 """
 
 from __future__ import annotations

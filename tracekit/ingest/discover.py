@@ -31,10 +31,13 @@ from pathlib import Path, PurePosixPath
 
 from tracekit.errors import InputError
 from tracekit.parsers.base import TraceError
+from tracekit.parsers.formats import suffixes
 from tracekit.sources import BoundedReader, inflate_limit
 
 MANIFEST_NAME = "tracekit_manifest.csv"
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+# Besides the endings every parser declares (tracekit.parsers.formats): protobuf and gzip files of any
+# name, and archives.
 TRACE_SUFFIXES = (".et", ".et.gz", ".json", ".json.gz", ".pb", ".pb.gz", ".gz") + ARCHIVE_SUFFIXES
 
 # How a job was named: by --job, by a manifest, by the folder holding its files, by its archive.
@@ -129,7 +132,7 @@ def is_archive(name: str) -> bool:
 
 def looks_like_trace(name: str) -> bool:
     """Files picked up when walking folders; files named on the command line are always tried."""
-    return not name.startswith(".") and name != MANIFEST_NAME and name.endswith(TRACE_SUFFIXES)
+    return not name.startswith(".") and name != MANIFEST_NAME and name.endswith(TRACE_SUFFIXES + suffixes())
 
 
 def archive_stem(name: str) -> str:

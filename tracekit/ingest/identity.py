@@ -29,6 +29,7 @@ from pathlib import PurePath
 
 from tracekit.ingest.discover import ARCHIVE, EXPLICIT, MANIFEST, JobInfo
 from tracekit.ingest.worker import ParsedFile
+from tracekit.parsers.formats import role_of
 
 _KEPT_APART = re.compile(r"~\d+$")
 
@@ -173,9 +174,10 @@ def join_host_and_device_archives(
 
 
 def _host_and_device(a: list[ParsedFile], b: list[ParsedFile], ranks: dict[str, int | None]) -> bool:
-    """One side only PyTorch ET, the other only Kineto, the same set of ranks, each rank once."""
+    """One side only host traces of one format (PyTorch ET), the other only device traces of one
+    (Kineto), the same set of ranks, each rank once."""
     formats = [{p.format for p in side if p.error is None} for side in (a, b)]
-    if sorted(tuple(f) for f in formats) != [("kineto",), ("pytorch_et",)]:
+    if any(len(f) != 1 for f in formats) or sorted(role_of(next(iter(f))) or "" for f in formats) != ["device", "host"]:
         return False
     rank_lists = [[ranks.get(p.trace_id) for p in side if p.error is None] for side in (a, b)]
     sets = [set(r) for r in rank_lists]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.ingest.discover import JobInfo
 from tracekit.ingest.worker import ParsedFile, rank_from_name
 from tracekit.parsers.base import ProcessGroup, TraceMeta, describe
+from tracekit.parsers.formats import parsers, role_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -259,7 +260,7 @@ def finish_job(
             p.trace_id,
             row["job_id"],
             row["rank"],
-            world_size if p.format == "chakra_et" else None,
+            world_size if _ungrouped_is_world(p.format) else None,
             not link,
         )
         for p, row in zip(parsed, new_rows, strict=True)
@@ -272,8 +273,14 @@ def finish_job(
 
 def _links_host_and_device(parsed: list[ParsedFile]) -> bool:
     """The job holds host (PyTorch ET) and device (Kineto) traces: its collectives may be linked."""
-    formats = {p.format for p in parsed if p.error is None}
-    return "pytorch_et" in formats and "kineto" in formats
+    roles = {role_of(p.format) for p in parsed if p.error is None}
+    return "host" in roles and "device" in roles
+
+
+def _ungrouped_is_world(fmt: str | None) -> bool:
+    """Whether the format's collectives that name no process group run on the whole world."""
+    parser = parsers().get(fmt or "")
+    return parser is not None and parser.ungrouped_is_world
 
 
 def missing_ranges(seen: list[int], world_size: int) -> str:
@@ -330,30 +337,31 @@ def _linked_collectives(
             SEQ_COLUMN: [p.seq for p, _ in ok],
             "trace_id": [p.trace_id for p, _ in ok],
             "rank": [row["rank"] for _, row in ok],
-            "_chakra": [p.format == "chakra_et" for p, _ in ok],
+            "_world": [_ungrouped_is_world(p.format) for p, _ in ok],
         },
-        schema={SEQ_COLUMN: pl.Int64, "trace_id": pl.String, "rank": pl.Int32, "_chakra": pl.Boolean},
+        schema={SEQ_COLUMN: pl.Int64, "trace_id": pl.String, "rank": pl.Int32, "_world": pl.Boolean},
     )
     frame = (
         pl.read_parquet(paths).join(per_trace, on=SEQ_COLUMN, how="inner").with_columns(pl.lit(job_id).alias("job_id"))
     )
     if frame.is_empty():
         return None
-    frame = _fill_group_size(frame, groups, world_size).drop("_chakra", SEQ_COLUMN)
+    frame = _fill_group_size(frame, groups, world_size).drop("_world", SEQ_COLUMN)
     merged = link_host_and_device(frame, {p.trace_id: p.format for p, _ in ok})
     schema = arrow_schema("collectives")
     return merged.select(schema.names).to_arrow().cast(schema)
 
 
 def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], world_size: int | None) -> pl.DataFrame:
-    """Group sizes the process group (or, for Chakra files, the world) records and the op does not."""
+    """Group sizes the process group (or, for formats whose ungrouped collectives span the world such
+    as Chakra ET, the world) records and the op does not."""
     import polars as pl
 
     sizes = {name: g["group_size"] for name, g in groups.items() if g.get("group_size") is not None}
     from_group = pl.col("pg_name").replace_strict(sizes, default=None, return_dtype=pl.Int32)
     if world_size is not None:
         # ASTRA-sim's reading of a Chakra collective with no process group: all ranks take part.
-        whole_world = pl.col("pg_name").is_null() & pl.col("_chakra")
+        whole_world = pl.col("pg_name").is_null() & pl.col("_world")
         from_group = pl.when(whole_world).then(pl.lit(world_size, pl.Int32)).otherwise(from_group)
     fill = pl.col("group_size").is_null() & from_group.is_not_null()
     return frame.with_columns(
@@ -366,7 +374,8 @@ def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], wor
 
 
 def link_host_and_device(frame: pl.DataFrame, formats: dict[str, str | None]) -> pl.DataFrame:
-    """Merge each rank's PyTorch ET rows with its Kineto rows for the same collectives.
+    """Merge each rank's host rows (a parser of role "host": PyTorch ET) with its device rows (role
+    "device": Kineto) for the same collectives.
 
     Pairs are made by record-function id where both traces carry it, then in order within each
     comm_type. A pair becomes one row: the host row's values, gaps filled from the device row,
@@ -374,8 +383,8 @@ def link_host_and_device(frame: pl.DataFrame, formats: dict[str, str | None]) ->
     """
     import polars as pl
 
-    host_ids = [t for t, f in formats.items() if f == "pytorch_et"]
-    device_ids = [t for t, f in formats.items() if f == "kineto"]
+    host_ids = [t for t, f in formats.items() if role_of(f) == "host"]
+    device_ids = [t for t, f in formats.items() if role_of(f) == "device"]
     if not host_ids or not device_ids:
         return frame
     trace_rank = frame.select("trace_id", "rank").unique()

@@ -14,12 +14,12 @@ hashed first, so that a file already held is not parsed. Staged rows carry `_seq
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
 the job is finished (tracekit.dataset).
 
-A parser module may offer `parse_many(sources, sink) -> list[TraceMeta | TraceError | None]`
-besides `parse(source, sink)`: it reads several files at once and hands the sink batches holding
-rows of any of them, with an array naming each row's file (its index in `sources`); see
-`FilesSink`. The worker uses it for the files of a batch that share its format, so a vectorised
-reader amortises its set-up over many small files. A None outcome leaves the file to `parse`, one
-by one (a big file then spills to staged files of its own instead of being held).
+A parser (tracekit.parsers.formats) may offer `parse_many(sources, sink) -> list[TraceMeta |
+TraceError | None]` besides `parse(source, sink)`: it reads several files at once and hands the
+sink batches holding rows of any of them, with an array naming each row's file (its index in
+`sources`); see `FilesSink`. The worker uses it for the files of a batch that share its format, so
+a vectorised reader amortises its set-up over many small files. A None outcome leaves the file to
+`parse`, one by one (a big file then spills to staged files of its own instead of being held).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from tracekit.parquet_files import STAGED_CODEC
 from tracekit.parsers import parse_as, parser_for, sniff_format
 from tracekit.parsers.base import FilesSink as FilesSink
 from tracekit.parsers.base import Source, TraceError, TraceMeta
+from tracekit.parsers.formats import ParseMany
 from tracekit.sources import BytesSource, FileSource
 
 if TYPE_CHECKING:
@@ -526,8 +527,7 @@ def _size(f: Any) -> int:
 
 
 def _parse_format(fmt: str, files: list[tuple[ParsedFile, Source]], rows: _BatchRows) -> None:
-    parser = parser_for(fmt)
-    parse_many = getattr(parser, "parse_many", None)
+    parse_many = parser_for(fmt).parse_many
     if parse_many is not None and len(files) > 1:
         try:
             files = _parse_together(parse_many, files, rows)
@@ -569,7 +569,7 @@ class _ManyRows:
 
 
 def _parse_together(
-    parse_many: Any, files: list[tuple[ParsedFile, Source]], rows: _BatchRows
+    parse_many: ParseMany, files: list[tuple[ParsedFile, Source]], rows: _BatchRows
 ) -> list[tuple[ParsedFile, Source]]:
     """The files read by `parse_many`, their rows added; returns those it left to `parse`."""
     import pyarrow as pa

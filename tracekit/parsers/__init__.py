@@ -1,39 +1,33 @@
-"""Trace parsers, one module per format, the content sniffing that picks one, and the guard around both.
+"""Trace parsers, one per format, the content sniffing that picks one, and the guard around both.
 
-Each parser module exposes `FORMAT` (its name in `traces.format`) and
-`parse(source, sink) -> TraceMeta` (see tracekit/parsers/base.py). Callers read a file through
-`read_trace`, which raises nothing but TraceError for whatever the file holds.
+Each format is a `Parser` of the registry tracekit.parsers.formats (its name in `traces.format`,
+its sniff rule, `parse(source, sink) -> TraceMeta`; see tracekit/parsers/base.py). Callers read a
+file through `read_trace`, which raises nothing but TraceError for whatever the file holds.
 """
 
 from __future__ import annotations
 
-import importlib
-import re
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from tracekit.errors import ParserBug
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
+from tracekit.parsers.formats import Parser, parsers, sniff_order
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto")
-
 # The format is told from this many first bytes (decompressed).
 SNIFF_BYTES = 1 << 16
-_KINETO_KEYS = re.compile(rb'"(traceEvents|schemaVersion|deviceProperties|distributedInfo)"\s*:')
-_PYTORCH_ET_KEYS = re.compile(rb'"(schema|nodes)"\s*:')
-_CHAKRA_JSON_FIRST_KEYS = re.compile(
-    rb'^\{\s*"(version|attr|id|name|type|ctrlDeps|dataDeps|startTimeMicros|durationMicros|inputs|outputs)"\s*:'
-)
 
 
-def parser_for(fmt: str) -> ModuleType:
-    """The parser module of format `fmt` (imported on first use, so the CLI starts fast)."""
-    if fmt not in FORMATS:
-        raise KeyError(fmt)
-    return importlib.import_module(f"tracekit.parsers.{fmt}")
+def format_names() -> tuple[str, ...]:
+    """The name of every format a parser reads, in the registry's order."""
+    return tuple(parsers())
+
+
+def parser_for(fmt: str) -> Parser:
+    """The parser of format `fmt` (its reader is imported on first parse, so the CLI starts fast)."""
+    return parsers()[fmt]
 
 
 def read_trace(source: Source, sink: BatchSink) -> tuple[str, TraceMeta]:
@@ -103,6 +97,10 @@ class _SinkGuard:
 def detect_format(head: bytes, name: str) -> str:
     """Name the format of a file from its first bytes (decompressed), the name only as a tie-break.
 
+    A JSON object is asked of the JSON parsers' sniff rules, any other head of the binary ones',
+    each in the registry's priority order; a binary head no rule takes is the format whose
+    suffix the name ends with.
+
     Raises TraceError for empty files and content no parser reads. A run of zero bytes frames
     valid empty Chakra records, yet no writer starts a trace with them: a file whose first bytes
     are all zero (preallocated and never written, half copied) is refused here, whatever its name.
@@ -116,44 +114,19 @@ def detect_format(head: bytes, name: str) -> str:
             raise TraceError(f"file holds only zero bytes ({size}): zero-filled, not a trace", "byte 0")
         raise TraceError(f"first {SNIFF_BYTES >> 10} KiB are zero bytes: zero-filled, not a trace", "byte 0")
     if stripped[:1] == b"{":
-        if _KINETO_KEYS.search(head):
-            return "kineto"
-        if _CHAKRA_JSON_FIRST_KEYS.match(stripped):
-            return "chakra_json"
-        if _PYTORCH_ET_KEYS.search(head):
-            return "pytorch_et"
+        for parser in sniff_order("json"):
+            if parser.sniff(head):
+                return parser.name
         if b'"workload_graph"' in head:
             raise TraceError("Chakra feeder JSON (workload_graph) is not a supported format", "byte 0")
         raise TraceError("JSON object of no known trace format", "byte 0")
     if stripped[:1] == b"[":
         raise TraceError("JSON array: not a known trace format (Chrome traces are read as objects)", "byte 0")
-    if _looks_like_et(head) or name.endswith((".et", ".et.gz")):
-        return "chakra_et"
+    binary = sniff_order("binary")
+    for parser in binary:
+        if parser.sniff(head):
+            return parser.name
+    for parser in binary:
+        if name.endswith(parser.suffixes):
+            return parser.name
     raise TraceError("unknown format: neither JSON nor a Chakra ET protobuf stream", "byte 0")
-
-
-def _looks_like_et(head: bytes) -> bool:
-    """A varint length, then a message whose first tag is a known Node/GlobalMetadata field.
-
-    Zero-length records (all-default messages) are valid and skipped; a head of nothing else is
-    not taken for a stream (detect_format refuses all-zero heads before this is asked).
-    """
-    pos = 0
-    while pos < len(head):
-        length, shift = 0, 0
-        while True:
-            if pos >= len(head) or shift > 63:
-                return False
-            byte = head[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        if length:
-            if pos >= len(head):
-                return False
-            field, wire = head[pos] >> 3, head[pos] & 7
-            # GlobalMetadata: 1 version (len), 2 attr (len); Node: 1 id (varint) ... 10 attr (len).
-            return 1 <= field <= 10 and wire in (0, 2)
-    return False

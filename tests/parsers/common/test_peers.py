@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracekit.parsers.base import ProcessGroup
+from tracekit.parsers.common.finish import take_peer_group
 from tracekit.parsers.common.peers import (
     arrow_peer,
     group_of_unnamed_peer,
@@ -10,7 +11,7 @@ from tracekit.parsers.common.peers import (
     peer_in_unnamed_group,
     peer_of_rank_arg,
 )
-from tracekit.parsers.common.rows import CollectiveRow, take_peer_group
+from tracekit.parsers.common.rows import CollectiveRow
 
 WORLD_UNLISTED = ProcessGroup("0", "default_pg", group_size=4, ranks=[])
 WORLD_LISTED = ProcessGroup("0", "default_pg", group_size=4, ranks=[0, 1, 2, 3])

@@ -8,4 +8,8 @@ sizes     split lists and unevenness
 peers     the global rank on the other side of a send or recv
 pairing   which backend work annotation belongs to which c10d dispatcher op
 rows      the typed collective row every parser emits, and its one conversion to Arrow
+finish    what every row passes before it is read: bounds, splits in elements, an unnamed group
+
+The modules form layers (finish above peers above groups | sizes above the rest, rows at the
+bottom), kept by the import contract `rulebook-layers` in pyproject.toml.
 """

@@ -77,8 +77,9 @@ import math
 from typing import Any
 
 from tracekit.parsers.base import BatchSink, Source, TraceMeta
+from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.limits import JsonChunks, whole_document_bytes
-from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow, finished
+from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
 from tracekit.parsers.common.values import Checker
 from tracekit.parsers.kineto.decode import Event, decode, detached, event_args, read_meta
 from tracekit.parsers.kineto.events import (

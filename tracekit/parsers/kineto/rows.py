@@ -7,6 +7,7 @@ from typing import Any
 
 from tracekit.parsers.base import ProcessGroup
 from tracekit.parsers.common import c10d
+from tracekit.parsers.common.finish import take_only_group, take_peer_group
 from tracekit.parsers.common.groups import group_named
 from tracekit.parsers.common.names import (
     RECORD_PARAM_COMMS,
@@ -17,7 +18,7 @@ from tracekit.parsers.common.names import (
     times,
 )
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_unnamed_group, peer_of_rank_arg
-from tracekit.parsers.common.rows import CollectiveRow, take_only_group, take_peer_group
+from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int, elements
 from tracekit.parsers.kineto import args as arg

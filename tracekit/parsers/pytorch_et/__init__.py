@@ -70,9 +70,10 @@ from __future__ import annotations
 import gc
 
 from tracekit.parsers.base import BatchSink, Source, TableBuffer, TraceError, TraceMeta
+from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
 from tracekit.parsers.common.names import PG_INIT_MARK, functional_comm_type
-from tracekit.parsers.common.rows import CollectiveBuffer, finished
+from tracekit.parsers.common.rows import CollectiveBuffer
 from tracekit.parsers.common.values import INT64, Checker
 from tracekit.parsers.pytorch_et.decode import load, started_at
 from tracekit.parsers.pytorch_et.nodes import KIND_ANNOTATION, KIND_RPC, Node

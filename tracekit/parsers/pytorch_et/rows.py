@@ -8,10 +8,11 @@ from typing import Any
 
 from tracekit.parsers.base import ProcessGroup, TraceMeta
 from tracekit.parsers.common import c10d
+from tracekit.parsers.common.finish import take_only_group, take_peer_group
 from tracekit.parsers.common.groups import default_group, group_named
 from tracekit.parsers.common.names import RECORD_PARAM_COMMS, c10d_stem, comm_type_of, normalize_dtype, times
 from tracekit.parsers.common.peers import PEER_TYPES, ROOT_TYPES, arrow_peer, peer_in_unnamed_group, peer_of_rank_arg
-from tracekit.parsers.common.rows import CollectiveRow, take_only_group, take_peer_group
+from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
 from tracekit.parsers.common.values import COUNT, RANK, SIZE, Checker, excerpt
 from tracekit.parsers.pytorch_et import nodes as attr

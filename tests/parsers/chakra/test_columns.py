@@ -1,5 +1,5 @@
-"""The column-wise .et path (`chakra_et.parse`, tracekit.parsers.chakra_columns) against the record
-by record upb path (`chakra_et.parse_records`): the same rows, metadata, warnings and errors, on
+"""The column-wise .et path (`et.parse`, tracekit.parsers.chakra.columns) against the record
+by record upb path (`et.parse_records`): the same rows, metadata, warnings and errors, on
 every sample and public trace and on generated Node streams of every wire shape."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parsers import chakra_et, et_def_pb2
+from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import MemorySink, TraceError
-from tracekit.parsers.chakra_columns import decode_nodes, varints
+from tracekit.parsers.chakra import et as chakra_et
+from tracekit.parsers.chakra.columns import decode_nodes, varints
 from tracekit.sources import BytesSource, FileSource
 
-from .test_chakra_et import key, record, varint
+from .test_et import key, record, varint
 
-SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_traces"
 
 
 def outcome(parse: Any, source: Any) -> tuple[Any, ...]:

@@ -1,4 +1,4 @@
-"""`chakra_et.parse_many` (many .et files decoded together) against `chakra_et.parse` file by file:
+"""`many.parse_many` (many .et files decoded together) against `et.parse` file by file:
 per file the same rows, metadata, warnings and errors, on every sample and public trace and on
 generated sets of good, truncated, garbage, empty and metadata-only files."""
 
@@ -14,13 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parsers import chakra_et, et_def_pb2
+from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import TraceError, TraceMeta
+from tracekit.parsers.chakra import et as chakra_et
+from tracekit.parsers.chakra import many
 from tracekit.schema import arrow_schema
 from tracekit.sources import BytesSource, FileSource
 
-from .test_chakra_columns import _RECORD, SAMPLES, et_files, outcome
-from .test_chakra_et import record
+from .test_columns import _RECORD, SAMPLES, et_files, outcome
+from .test_et import record
 
 
 class FilesMemory:
@@ -41,7 +43,7 @@ class FilesMemory:
 def assert_many_as_one(sources: list[Any]) -> list[Any]:
     """parse_many on `sources` gives, file by file, what `parse` gives each alone."""
     sink = FilesMemory()
-    outcomes = chakra_et.parse_many(sources, sink)
+    outcomes = many.parse_many(sources, sink)
     assert len(outcomes) == len(sources)
     alone = [outcome(chakra_et.parse, source) for source in sources]
     for index, (got, expected) in enumerate(zip(outcomes, alone, strict=True)):
@@ -98,7 +100,7 @@ def _file(draw: st.DrawFn) -> bytes:
 @given(st.lists(_file(), max_size=12), st.sampled_from([1, 2, 5, 1000]))
 def test_generated_sets_of_files(files: list[bytes], lockstep: int) -> None:
     """Framed in lockstep down to `lockstep` files, the rest record by record."""
-    with mock.patch.object(chakra_et, "LOCKSTEP_MIN_FILES", lockstep):
+    with mock.patch.object(many, "LOCKSTEP_MIN_FILES", lockstep):
         assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
 
 
@@ -108,7 +110,11 @@ def test_generated_sets_of_files_in_small_groups(files: list[bytes], limit: int)
     """Files too big to hold or with more than one group of nodes (left to `parse`), groups cut by
     size: the same outcomes."""
     patched: dict[str, Any] = {"MANY_FILE_BYTES": limit * 40, "MANY_GROUP_BYTES": limit * 60}
-    with mock.patch.multiple(chakra_et, **patched, LOCKSTEP_MIN_FILES=1, DECODE_ROWS=limit + 1):
+    # DECODE_ROWS bounds the files read together (many) and the groups `parse` takes (et).
+    with (
+        mock.patch.multiple(many, **patched, LOCKSTEP_MIN_FILES=1, DECODE_ROWS=limit + 1),
+        mock.patch.object(chakra_et, "DECODE_ROWS", limit + 1),
+    ):
         assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
 
 
@@ -135,8 +141,8 @@ def test_a_corrupt_gzip_fails_as_alone() -> None:
 def test_a_file_too_big_to_hold_is_left_to_parse() -> None:
     node = record(et_def_pb2.Node(id=1, name="n", type="COMP_NODE").SerializeToString())
     sources = [BytesSource(node * n, f"f{n}", "f.et") for n in (3, 300, 4)]
-    with mock.patch.object(chakra_et, "MANY_FILE_BYTES", len(node) * 10):
-        outcomes = chakra_et.parse_many(sources, FilesMemory())
+    with mock.patch.object(many, "MANY_FILE_BYTES", len(node) * 10):
+        outcomes = many.parse_many(sources, FilesMemory())
     assert [o.node_count if isinstance(o, TraceMeta) else o for o in outcomes] == [3, None, 4]
 
 
@@ -144,14 +150,14 @@ def test_files_decoded_together_go_through_one_upb_call() -> None:
     good = b"".join(record(et_def_pb2.Node(id=i, name="n", type="COMP_NODE").SerializeToString()) for i in range(5))
     sources = [BytesSource(good, f"f{i}", "f.et") for i in range(6)]
     with mock.patch.object(chakra_et, "parse", side_effect=AssertionError("file by file")):
-        outcomes = chakra_et.parse_many(sources, FilesMemory())
+        outcomes = many.parse_many(sources, FilesMemory())
     assert [o.node_count for o in outcomes if isinstance(o, TraceMeta)] == [5] * 6
 
 
 def test_a_fleet_of_files_framed_in_lockstep() -> None:
     """More files than LOCKSTEP_MIN_FILES, of different lengths, a damaged one among them."""
     node = record(et_def_pb2.Node(id=1, name="n", type="COMP_NODE").SerializeToString())
-    files = [_METADATA * (i % 2) + node * (i % 7 + 1) for i in range(chakra_et.LOCKSTEP_MIN_FILES + 9)]
+    files = [_METADATA * (i % 2) + node * (i % 7 + 1) for i in range(many.LOCKSTEP_MIN_FILES + 9)]
     files[5] = files[5][:-2]
     alone = assert_many_as_one([BytesSource(d, f"f{i}", "f.et") for i, d in enumerate(files)])
     assert [o[0] for o in alone].count("error") == 1

@@ -296,7 +296,7 @@ def _decode_attributes(buf: np.ndarray, begins: np.ndarray, ends: np.ndarray) ->
 
 
 def attribute_ints(columns: AttributeColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each attribute's value as an integer, as `chakra_et.attr_int` reads one: whichever integer
+    """Each attribute's value as an integer, as `rules.attr_int` reads one: whichever integer
     (or bool) member carries it, or an integral float. (values as int64, whether there is one,
     whether it lies beyond int64: then `values` does not hold it.)"""
     kinds, raw = columns.kinds, columns.values

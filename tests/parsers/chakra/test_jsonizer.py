@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.parsers.test_chakra_et import (
+from tests.parsers.chakra.test_et import (
     GOLDEN_CASES,
     attr_bytes,
     metadata_bytes,
@@ -24,8 +24,10 @@ from tests.parsers.test_chakra_et import (
     parse_with,
     record,
 )
-from tracekit.parsers import chakra_et, chakra_json, detect_format, et_def_pb2
+from tracekit.parsers import detect_format, et_def_pb2
 from tracekit.parsers.base import TraceError
+from tracekit.parsers.chakra import et as chakra_et
+from tracekit.parsers.chakra import jsonizer as chakra_json
 from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node
 
 

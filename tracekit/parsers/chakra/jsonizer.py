@@ -4,10 +4,10 @@
 other with no separator and no enclosing array (`}{`, possibly with whitespace between), so the
 file as a whole is not JSON. Keys are lowerCamelCase, 64-bit integers are strings, enums are names
 and default values are omitted: the protobuf JSON mapping, so each object is turned back into the
-et_def_pb2 message, and rows are made by the very same code as for binary .et
-(`chakra_et.NodeRows`): one trace gives identical rows in both formats. `json_format.ParseDict` is
-pure Python and slow (~60 us a node), so the keys chakra_jsonizer writes are converted by
-`fast_node` and only other objects go through ParseDict (a property test keeps the two equal).
+et_def_pb2 message, and rows are made by the very same code as for binary .et (`rows.NodeRows`,
+by the rules of tracekit.parsers.chakra.rules): one trace gives identical rows in both formats.
+`json_format.ParseDict` is pure Python and slow (~60 us a node), so the keys chakra_jsonizer
+writes are converted by `fast_node` and only other objects go through ParseDict (a property test keeps the two equal).
 
 The text is read in chunks and objects are decoded one by one with `JSONDecoder.raw_decode`;
 an object cut by a chunk boundary is retried with more text. Errors name the object number and
@@ -29,7 +29,8 @@ from google.protobuf import json_format  # noqa: TID253 (parser modules are impo
 
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
-from tracekit.parsers.chakra_et import NODE_TYPE_NAMES, NodeRows
+from tracekit.parsers.chakra.rows import NodeRows
+from tracekit.parsers.chakra.rules import EXTENSION_NODE_TYPES, INT_VARIANTS, NODE_TYPE_NAMES
 from tracekit.parsers.common.limits import MAX_OBJECT_CHARS, too_deep
 from tracekit.parsers.common.values import excerpt
 
@@ -38,8 +39,6 @@ FORMAT = "chakra_json"
 CHUNK_CHARS = 1 << 20
 _METADATA_KEYS = frozenset(("version", "attr"))
 _NODE_TYPE_NAMES = frozenset(NODE_TYPE_NAMES.values())
-# NodeType names of schema extensions not on Chakra main (PR #216, "Add storage operations").
-EXTENSION_NODE_TYPES = {"STORAGE_NODE": 8, "BATCH_NODE": 9, "CHECKPOINT_NODE": 10}
 _NOT_WHITESPACE = re.compile(r"[^ \t\n\r]")
 
 
@@ -198,18 +197,8 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
 _UINT64 = re.compile(r"[0-9]{1,20}", re.ASCII)
 _INT64 = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _NODE_TYPE_NUMBERS = {name: number for number, name in NODE_TYPE_NAMES.items()} | EXTENSION_NODE_TYPES
-_INT_ATTR_KEYS = {
-    "int32Val": "int32_val",
-    "int64Val": "int64_val",
-    "uint32Val": "uint32_val",
-    "uint64Val": "uint64_val",
-    "sint32Val": "sint32_val",
-    "sint64Val": "sint64_val",
-    "fixed32Val": "fixed32_val",
-    "fixed64Val": "fixed64_val",
-    "sfixed32Val": "sfixed32_val",
-    "sfixed64Val": "sfixed64_val",
-}
+# The protobuf-JSON (camelCase) keys of the integer members of an attribute's `value` (boolVal aside).
+_INT_ATTR_KEYS = {kind.split("_")[0] + "Val": kind for kind in sorted(INT_VARIANTS) if kind != "bool_val"}
 _Node = et_def_pb2.Node
 _Attr = et_def_pb2.AttributeProto
 _IOInfo = et_def_pb2.IOInfo

