@@ -17,8 +17,39 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import tracekit
 from tests.conftest import ROOT
-from tracekit.registry import EXTENSION_POINTS, built_in_names, discover, names
+from tracekit.registry import EXTENSION_POINTS, ExtensionPoint, built_in_names, discover, names
+
+TOY_PARSER = '''
+"""A toy trace format: "TOYTRACE" on the first line, then one "name duration_us" line per op."""
+from tracekit.parsers.base import TableBuffer, TraceError, TraceMeta
+from tracekit.parsers.formats import Parser
+
+MAGIC = b"TOYTRACE\\n"
+
+
+def sniff(head):
+    return head.startswith(MAGIC)
+
+
+def parse(source, sink):
+    meta = TraceMeta(format="toy")
+    ops = TableBuffer("ops", sink)
+    data = source.read()
+    if not data.startswith(MAGIC):
+        raise TraceError("no TOYTRACE line", "byte 0")
+    for number, line in enumerate(data[len(MAGIC):].decode().splitlines()):
+        name, _, duration = line.partition(" ")
+        ops.append({"op_id": number, "name": name, "duration_us": float(duration)})
+        meta.node_count += 1
+    ops.flush()
+    return meta
+
+
+PARSER = Parser(name="toy", summary="a toy format", content="binary", priority=5, sniff=sniff,
+                suffixes=(".toy",), role="host", parse=parse)
+'''
 
 TOY_EMITTER = '''
 """A toy simulator format: one line per network flow, `src dst bytes`."""
@@ -58,10 +89,10 @@ ALGORITHM = Algorithm(name="star", summary="everything through rank 0", builders
 
 
 @pytest.mark.parametrize("point", EXTENSION_POINTS, ids=lambda p: p.attribute)
-def test_each_built_in_extension_is_one_module_named_for_it(point: object) -> None:
-    package, attribute = point.package, point.attribute  # type: ignore[attr-defined]
+def test_each_built_in_extension_is_one_module_named_for_it(point: ExtensionPoint) -> None:
+    package, attribute = point.package, point.attribute
     found = discover(importlib.import_module(package), attribute, object)
-    assert tuple(found) == built_in_names(package, attribute) == names(package, attribute)
+    assert tuple(found) == built_in_names(package, attribute, point.dashes) == names(package, attribute, point.dashes)
     assert all(getattr(value, "summary", "") for value in found.values())
 
 
@@ -96,27 +127,51 @@ def captured_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def toy_plugin(tmp_path: Path) -> dict[str, str]:
     entry_points = """
+        [tracekit.parser]
+        toy = toy_tracekit.parser
         [tracekit.emitter]
         toy = toy_tracekit.emitter
         [tracekit.algorithm]
         star = toy_tracekit.algorithm
     """
-    return _plugin(tmp_path / "site", entry_points, {"emitter": TOY_EMITTER, "algorithm": TOY_ALGORITHM})
+    modules = {"parser": TOY_PARSER, "emitter": TOY_EMITTER, "algorithm": TOY_ALGORITHM}
+    return _plugin(tmp_path / "site", entry_points, modules)
 
 
 def test_a_plugin_is_listed_and_offered(toy_plugin: dict[str, str]) -> None:
     listed = _tracekit(toy_plugin, "plugins")
     assert listed.returncode == 0, listed.stderr
     rows = [line.split() for line in listed.stdout.splitlines()[1:]]
-    assert [row[:3] for row in rows] == [["simulator", "format", "toy"], ["algorithm", "star", "toy-tracekit"]]
-    assert "toy-tracekit" in rows[0]
+    assert [row[:3] for row in rows] == [["trace", "format", "toy"], ["simulator", "format", "toy"],
+                                         ["algorithm", "star", "toy-tracekit"]]  # fmt: skip
+    assert "toy-tracekit" in rows[0] and "toy-tracekit" in rows[1]
     help_text = subprocess.run(
         [sys.executable, "-m", "tracekit", "replay", "--help"],
         capture_output=True, text=True, env={**toy_plugin, "COLUMNS": "200"}, timeout=300,
     ).stdout  # fmt: skip
     help_text = " ".join(help_text.replace("│", " ").split())  # the words, wherever the table wrapped them
     assert "chakra, hpcc, htsim, toy, or all" in help_text
+    ingest_help = subprocess.run(
+        [sys.executable, "-m", "tracekit", "ingest", "--help"],
+        capture_output=True, text=True, env={**toy_plugin, "COLUMNS": "200"}, timeout=300,
+    ).stdout  # fmt: skip
+    assert "chakra_et, chakra_json, kineto, pytorch_et, toy" in " ".join(ingest_help.replace("│", " ").split())
     assert "ring, tree, star wherever it applies" in help_text
+
+
+def test_a_plugin_trace_format_is_ingested(toy_plugin: dict[str, str], tmp_path: Path) -> None:
+    job = tmp_path / "toyjob"
+    job.mkdir()
+    (job / "rank0.toy").write_text("TOYTRACE\nforward 12.5\nbackward 30\n")
+    (job / "rank1.toy").write_text("not a toy trace\n")  # its suffix is the toy's: refused by its parser
+    done = _tracekit(toy_plugin, "ingest", job, "--out", tmp_path / "toy.dataset", "-q")
+    assert done.returncode == 1, done.stderr  # one file could not be read
+    assert "rank1.toy" in done.stderr
+    with tracekit.open(tmp_path / "toy.dataset") as ds:
+        traces = ds.sql("select format, status from traces order by path").fetchall()
+        ops = ds.sql("select name, duration_us from ops order by op_id").fetchall()
+    assert traces == [("toy", "ok"), ("toy", "error")]
+    assert ops == [("forward", 12.5), ("backward", 30.0)]
 
 
 def test_a_plugin_format_and_algorithm_run_in_a_replay(

@@ -122,7 +122,11 @@ def _root(
 def ingest(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Trace files, folders (searched recursively) and tar/tgz archives.", metavar="PATH"),
+        typer.Argument(
+            help="Trace files, folders (searched recursively) and tar/tgz archives, in any format read: "
+            f"{', '.join(names('tracekit.parsers.formats', 'PARSER', dashes=False))} (recognised from the content).",
+            metavar="PATH",
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Dataset folder to create or add to.", metavar="DATASET")],
     job: Annotated[str | None, typer.Option(help="Put every input in this one job.", metavar="NAME")] = None,
@@ -1214,11 +1218,11 @@ def queries() -> None:
 def plugins(
     all_: Annotated[bool, typer.Option("--all", help="Also list what tracekit has built in.")] = False,
 ) -> None:
-    """List the installed plugins: the simulator formats, algorithms and report charts they add.
+    """List the installed plugins: the trace formats, simulator formats, algorithms and report charts they add.
 
-    A plugin is a Python package that declares an entry point in the group tracekit.emitter,
-    tracekit.algorithm or tracekit.chart, named for what it adds and pointing at the module that defines it (see
-    README, Plugins). A plugin that cannot be used is listed as a warning saying why.
+    A plugin is a Python package that declares an entry point in the group tracekit.parser,
+    tracekit.emitter, tracekit.algorithm or tracekit.chart, named for what it adds and pointing at
+    the module that defines it (see README, Plugins). A plugin that cannot be used is listed as a warning saying why.
     Example: tracekit plugins --all
     """
     from rich.console import Console

@@ -12,10 +12,11 @@ pointing at the module that defines it, as in a plugin's pyproject.toml:
 
 So adding one is adding its module, here or in a plugin, and every list the CLI and the docs show is
 read from here. A built-in module's name is its object's name (`halving_doubling.py` defines
-`halving-doubling`; a test holds every registry to it), which lets `names` list a registry for the
-CLI's choices without importing its modules: `tracekit --help` stays fast though the emitters import
-numpy. A plugin that fails to load, defines no such object, names it differently from its entry
-point, or takes a built-in's name is skipped with a `PluginWarning` saying which and why.
+`halving-doubling`, `chakra_et.py` the format `chakra_et`; a test holds every registry to it), which
+lets `names` list a registry for the CLI's choices without importing its modules: `tracekit --help`
+stays fast though the emitters import numpy. A plugin that fails to load, defines no such object,
+names it differently from its entry point, or takes a built-in's name is skipped with a
+`PluginWarning` saying which and why.
 """
 
 from __future__ import annotations
@@ -68,21 +69,22 @@ def discover(package: ModuleType, attribute: str, kind: type[T]) -> dict[str, T]
     return found
 
 
-def names(package: str, attribute: str) -> tuple[str, ...]:
+def names(package: str, attribute: str, dashes: bool = True) -> tuple[str, ...]:
     """The names `discover` finds for `package` (a dotted name under tracekit), without importing any of
     its modules: the built-in ones, then the plugins' entry points (a plugin that will not load is
     dropped only when it is used)."""
-    built_in = built_in_names(package, attribute)
+    built_in = built_in_names(package, attribute, dashes)
     extra = [p.name for p in plugins(group_of(attribute)) if p.name not in built_in]
     return (*built_in, *sorted(set(extra)))
 
 
-def built_in_names(package: str, attribute: str) -> tuple[str, ...]:
-    """The modules of `package` whose source defines `attribute`, by file name with `_` read as `-`."""
+def built_in_names(package: str, attribute: str, dashes: bool = True) -> tuple[str, ...]:
+    """The modules of `package` whose source defines `attribute`, by file name (with `_` read as `-`
+    when the registry's names are written with dashes)."""
     folder = _PACKAGE_ROOT.joinpath(*package.split(".")[1:])
     defines = re.compile(rf"^{attribute}\b\s*[:=]", re.MULTILINE)
     return tuple(
-        path.stem.replace("_", "-")
+        path.stem.replace("_", "-") if dashes else path.stem
         for path in sorted(folder.glob("*.py"), key=lambda p: p.stem)
         if not path.stem.startswith("_") and defines.search(path.read_text(encoding="utf-8"))
     )
@@ -93,10 +95,12 @@ class ExtensionPoint:
     kind: str  # what one is, for people
     package: str  # where the built-in ones live
     attribute: str  # the object each of its modules defines
+    dashes: bool = True  # its names are written with `-` where the module's has `_` (a format's keep `_`)
 
 
 # Every registry of tracekit, for `tracekit plugins` and the tests that hold each to its conventions.
 EXTENSION_POINTS = (
+    ExtensionPoint("trace format", "tracekit.parsers.formats", "PARSER", dashes=False),
     ExtensionPoint("simulator format", "tracekit.replay.emitters", "EMITTER"),
     ExtensionPoint("algorithm", "tracekit.replay.algorithms", "ALGORITHM"),
     ExtensionPoint("report chart", "tracekit.report.charts", "CHART"),
@@ -114,7 +118,7 @@ def extensions() -> list[Extension]:
     """Every extension of every registry, built-in and plugin, loading them all (warnings for broken plugins)."""
     found = []
     for point in EXTENSION_POINTS:
-        built_in = built_in_names(point.package, point.attribute)
+        built_in = built_in_names(point.package, point.attribute, point.dashes)
         by_name = {p.name: p.distribution for p in plugins(group_of(point.attribute))}
         for name, value in discover(importlib.import_module(point.package), point.attribute, object).items():
             source = "built-in" if name in built_in else by_name.get(name, "?")

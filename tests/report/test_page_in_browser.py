@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import tracekit
-
 from tests.conftest import SAMPLE_TRACES, SampleRun, run_tracekit
 from tests.report.cdp import Browser, Tab
 from tracekit.ingest import ingest
