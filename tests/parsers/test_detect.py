@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import et_bytes
+from tests.examples import examples
 from tracekit.errors import TraceError
 from tracekit.parsers import SNIFF_BYTES, detect_format, format_names
 
@@ -27,7 +28,7 @@ def test_a_stream_after_one_empty_record_is_still_chakra() -> None:
     assert detect_format(stream, "x") == "chakra_et"
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=256), st.sampled_from(["x", "t.json", "t.et", "t.et.gz", "t.json.gz"]))
 def test_detect_format_names_a_format_or_raises_trace_error(head: bytes, name: str) -> None:
     try:

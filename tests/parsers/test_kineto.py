@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
 from tracekit.sources import BytesSource, source_for
@@ -1250,7 +1251,7 @@ _names = st.sampled_from(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.fixed_dictionaries(

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError
 from tracekit.parsers.common import limits
@@ -98,7 +99,7 @@ _EVENT = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(_EVENT, max_size=30),
     st.integers(7, 400),

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import detect_format, parser_for, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
 from tracekit.sources import BytesSource
@@ -1647,7 +1648,7 @@ _attr_names = st.sampled_from(
 _types = st.sampled_from(["Int", "String", "GenericList[Int,Int]", "Tensor(float)", "Tuple[String,String]", "x"])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.tuples(

@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import TraceMeta
 from tracekit.parsers.chakra import collectives as chakra_collectives
@@ -89,7 +90,7 @@ def _file(nodes: list[bytes]) -> bytes:
     return record(et_def_pb2.GlobalMetadata(version="0.0.4").SerializeToString()) + b"".join(map(record, nodes))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_comm_node(), max_size=30), st.sampled_from([(4, 2), (8, 4), (65_536, 4_096)]))
 def test_generated_comm_nodes_in_blocks(nodes: list[bytes], rows: tuple[int, int]) -> None:
     flush, decode = rows
@@ -97,13 +98,13 @@ def test_generated_comm_nodes_in_blocks(nodes: list[bytes], rows: tuple[int, int
         assert_same(BytesSource(_file(nodes), "x", "x.et"))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.lists(_comm_node(), max_size=10), max_size=8))
 def test_generated_comm_nodes_in_many_files(files: list[list[bytes]]) -> None:
     assert_many_as_one([BytesSource(_file(nodes), f"f{i}", f"f{i}.et") for i, nodes in enumerate(files)])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(_attribute(), min_size=1, max_size=20))
 def test_attribute_ints_read_as_attr_int(attributes: list[bytes]) -> None:
     data = b"".join(attributes)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import MemorySink, TraceError
 from tracekit.parsers.chakra import et as chakra_et
@@ -115,7 +116,7 @@ _NODE = st.builds(lambda typed, fields: typed + b"".join(fields), _TYPED, st.lis
 _RECORD = st.one_of(_NODE, _NODE, _NODE, st.just(b""), st.lists(_FIELD, max_size=4).map(b"".join))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(_RECORD, max_size=40),
     st.booleans(),
@@ -130,7 +131,7 @@ def test_generated_streams(records: list[bytes], metadata: bool, rows: tuple[int
         assert_same(BytesSource(data, "x", "x.et"))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_RECORD, min_size=1, max_size=12), st.binary(max_size=12), st.integers(0, 400))
 def test_damaged_streams_fail_alike(records: list[bytes], garbage: bytes, cut: int) -> None:
     """Garbage spliced in or a cut anywhere: the same rows or the same error at the same record."""

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import detect_format, parser_for
 from tracekit.parsers.base import MemorySink, ProcessGroup, TraceError, TraceMeta
 from tracekit.parsers.chakra import et as chakra_et
@@ -659,7 +660,7 @@ def test_truncated_gzip(tmp_path: Path) -> None:
         chakra_et.parse(FileSource(path, str(path)), MemorySink())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_raise_only_trace_error(data: bytes) -> None:
     try:
@@ -668,7 +669,7 @@ def test_arbitrary_bytes_raise_only_trace_error(data: bytes) -> None:
         pass
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.binary(min_size=1, max_size=60), st.integers(min_value=1, max_value=59))
 def test_truncated_valid_file_raises_trace_error(tail: bytes, cut: int) -> None:
     data = record(metadata_bytes("0.0.4")) + record(node_bytes(1, "a" * len(tail), 4))
@@ -687,7 +688,7 @@ def test_varint_round_trip(value: int) -> None:
     assert framing.decode_varint(encoded + b"\x99", 0) == (value, len(encoded))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.integers(min_value=0, max_value=20_000), max_size=12),
     st.integers(min_value=1, max_value=64),
@@ -761,7 +762,7 @@ def _build(spec: dict[str, Any]) -> Any:
     return builder(spec["id"], spec["name"], spec["size"], spec["peer"], **common)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(_node_spec, max_size=25), st.booleans())
 def test_writer_parser_round_trip(specs: list[dict[str, Any]], with_metadata: bool) -> None:
     buf = io.BytesIO()
@@ -874,7 +875,7 @@ def test_a_record_longer_than_any_node_is_refused_before_it_is_read() -> None:
     assert f"{MAX_RECORD_BYTES:,}" in exc.message
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(st.binary(max_size=30), st.builds(bytes, st.integers(0, 3000))), max_size=20))
 def test_any_framed_records_give_rows_or_a_trace_error(payloads: list[bytes]) -> None:
     try:

@@ -16,6 +16,7 @@ from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.parsers.chakra.test_et import (
     GOLDEN_CASES,
     attr_bytes,
@@ -234,7 +235,7 @@ _nodes = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_nodes)
 def test_fast_node_matches_parse_dict(node: et_def_pb2.Node) -> None:
     obj = json.loads(json_format.MessageToJson(node))
@@ -358,7 +359,7 @@ _attr = st.dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.dictionaries(_node_keys, _values | st.lists(_attr, max_size=3), max_size=6), max_size=6))
 def test_any_object_values_give_rows_or_a_trace_error(objects: list[dict[str, Any]]) -> None:
     text = '{"version": "0.0.4"}' + "".join(json.dumps(o) for o in objects)

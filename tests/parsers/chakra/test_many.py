@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tracekit.parsers import et_def_pb2
 from tracekit.parsers.base import TraceError, TraceMeta
 from tracekit.parsers.chakra import et as chakra_et
@@ -96,7 +97,7 @@ def _file(draw: st.DrawFn) -> bytes:
     return data
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_file(), max_size=12), st.sampled_from([1, 2, 5, 1000]))
 def test_generated_sets_of_files(files: list[bytes], lockstep: int) -> None:
     """Framed in lockstep down to `lockstep` files, the rest record by record."""
@@ -104,7 +105,7 @@ def test_generated_sets_of_files(files: list[bytes], lockstep: int) -> None:
         assert_many_as_one([BytesSource(data, f"f{i}", f"f{i}.et") for i, data in enumerate(files)])
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(_file(), min_size=2, max_size=8), st.integers(1, 4))
 def test_generated_sets_of_files_in_small_groups(files: list[bytes], limit: int) -> None:
     """Files too big to hold or with more than one group of nodes (left to `parse`), groups cut by
