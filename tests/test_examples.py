@@ -22,6 +22,8 @@ import pytest
 from tests.conftest import ROOT
 from tracekit.cli import app
 
+pytestmark = pytest.mark.slow  # commands and fleets end to end: make check runs them, make fast does not
+
 README = ROOT / "README.md"
 BIN = Path(sys.executable).parent
 

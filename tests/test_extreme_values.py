@@ -105,6 +105,7 @@ def _rows(relation: Any) -> list[dict[str, Any]]:
     return [dict(zip(relation.columns, row, strict=True)) for row in relation.fetchall()]
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=calls)
 def test_every_query_and_the_report_hold_the_largest_values(tmp_path: Path, rows: list[tuple[Any, ...]]) -> None:

@@ -180,6 +180,7 @@ def test_a_rollup_whose_columns_changed_is_recomputed_for_every_job(tmp_path: Pa
     assert stored.select("job_id", "inferred_class", "rule").rows() == [("jobA", "ddp", 7), ("jobB", "other", 8)]
 
 
+@pytest.mark.slow
 def test_small_parquet_files_are_merged_as_runs_accumulate(tmp_path: Path) -> None:
     for j in range(10):
         write_et_job(tmp_path / f"in{j}" / f"job{j}", [0, 1], [("ALL_REDUCE", 64)])

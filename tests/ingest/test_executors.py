@@ -19,6 +19,8 @@ from tracekit.errors import InputError
 from tracekit.executors import check, open_executor
 from tracekit.ingest import ingest
 
+pytestmark = pytest.mark.slow  # commands and fleets end to end: make check runs them, make fast does not
+
 HAS_DASK = importlib.util.find_spec("distributed") is not None
 EXECUTORS = [
     pytest.param("local", id="process-pool"),

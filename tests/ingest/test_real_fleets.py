@@ -16,6 +16,8 @@ from tests.conftest import SAMPLE_TRACES
 from tracekit.errors import InputError
 from tracekit.ingest import ingest
 
+pytestmark = pytest.mark.slow  # commands and fleets end to end: make check runs them, make fast does not
+
 
 def _member(archive: Path, name: str) -> bytes:
     with tarfile.open(archive) as tar:

@@ -93,6 +93,7 @@ def test_a_parser_reading_many_files_at_once_drops_in(tmp_path: Path, monkeypatc
     assert results[0].meta is not None and results[0].meta.node_count == 6
 
 
+@pytest.mark.slow
 def test_a_generated_fleet_ingests_the_same_with_and_without_parse_many(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,8 @@ from tracekit.ingest import ingest
 from tracekit.replay import NcclOptions, replay
 from tracekit.replay.indicators import network_indicators
 
+pytestmark = pytest.mark.slow  # commands and fleets end to end: make check runs them, make fast does not
+
 
 @pytest.fixture(scope="module")
 def fleet64(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:

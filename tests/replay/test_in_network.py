@@ -200,6 +200,7 @@ def test_whatif_times_an_in_network_reduction_on_a_fabric(ranking64: tuple[Path,
     assert row["time_s"] > 0 and row["slowdown"] >= 0.99
 
 
+@pytest.mark.slow
 def test_collnet_over_many_hosts_is_built_as_arrays_and_bounded_by_max_flows() -> None:
     """A down waits for its slice from every host: 1,024 ranks make 4 million transfers and 41 million
     dependencies, built as arrays (a Python list per transfer took 560 MB at 256 ranks)."""
