@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.examples import examples
+from tests.golden import assert_golden
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
 from tracekit.sources import BytesSource, source_for
 
-GOLDEN = Path(__file__).parent / "golden"
 Row = dict[str, Any]
 PID, TID = 1000, 1001
 GPU, STREAM = 0, 7
@@ -473,12 +473,7 @@ def test_g4_dev_kernels_rank_seq() -> None:
 
 def test_golden_g4_collectives() -> None:
     _, rows, _ = _parse(_g4_doc())
-    path = GOLDEN / "kineto_g4_collectives.json"
-    text = json.dumps(rows, indent=1, sort_keys=True) + "\n"
-    if os.environ.get("TRACEKIT_REGEN_GOLDEN"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert json.loads(path.read_text()) == json.loads(text), f"regenerate with TRACEKIT_REGEN_GOLDEN=1 ({path})"
+    assert_golden("kineto_g4_collectives", rows)
 
 
 def test_pid_tid_as_strings() -> None:

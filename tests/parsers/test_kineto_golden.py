@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import PUBLIC_TRACES, SAMPLE_TRACES
+from tests.golden import assert_golden
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, Source
 from tracekit.sources import BytesSource, FileSource
 
-GOLDEN = Path(__file__).parent / "golden" / "kineto_fingerprints.json"
 SAMPLES = sorted((SAMPLE_TRACES / "captured").glob("*/kineto_rank*.json.gz"))
 
 
@@ -62,17 +61,8 @@ def fingerprint(source: Source) -> dict[str, Any]:
     }
 
 
-def _golden() -> dict[str, Any]:
-    return json.loads(GOLDEN.read_text()) if GOLDEN.is_file() else {}
-
-
 def _check(name: str, source: Source) -> None:
-    got = fingerprint(source)
-    if os.environ.get("TRACEKIT_REGEN_GOLDEN"):
-        held = _golden()
-        held[name] = got
-        GOLDEN.write_text(json.dumps(dict(sorted(held.items())), indent=1) + "\n")
-    assert _golden().get(name) == got, f"{name}: rows changed; regenerate with TRACEKIT_REGEN_GOLDEN=1 ({GOLDEN})"
+    assert_golden("kineto_fingerprints", fingerprint(source), key=name)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import tarfile
 from collections import Counter
@@ -18,11 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.examples import examples
+from tests.golden import assert_golden
 from tracekit.parsers import detect_format, parser_for, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
 from tracekit.sources import BytesSource
-
-GOLDEN = Path(__file__).parent / "golden" / "pytorch_et_collectives.json"
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -1558,12 +1556,7 @@ def _golden_doc() -> dict:
 
 def test_golden_collectives() -> None:
     _meta, colls, _ops = run(_golden_doc())
-    text = json.dumps(colls, indent=1, sort_keys=True) + "\n"
-    if os.environ.get("TRACEKIT_REGEN_GOLDEN"):
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(text)
-    assert GOLDEN.is_file(), "golden file missing: run with TRACEKIT_REGEN_GOLDEN=1"
-    assert json.loads(text) == json.loads(GOLDEN.read_text())
+    assert_golden("pytorch_et_collectives", colls)
 
 
 def test_bytes_source_reads_gzip_member() -> None:

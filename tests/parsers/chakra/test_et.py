@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
-import json
-import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.examples import examples
+from tests.golden import assert_golden
 from tracekit.parsers import detect_format, parser_for
 from tracekit.parsers.base import MemorySink, ProcessGroup, TraceError, TraceMeta
 from tracekit.parsers.chakra import et as chakra_et
@@ -39,10 +38,6 @@ from tracekit.writers.chakra_et import (
     recv_node,
     send_node,
 )
-
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-REGEN = os.environ.get("TRACEKIT_REGEN_GOLDEN") == "1"
-
 
 # --- protobuf wire format, by hand ------------------------------------------------------------
 
@@ -169,17 +164,7 @@ def parse_with(module: Any, data: bytes, name: str = "trace.0.et") -> Parsed:
 
 
 def check_golden(name: str, parsed: Parsed) -> None:
-    """Compare with tests/parsers/golden/<name>.json; TRACEKIT_REGEN_GOLDEN=1 rewrites it."""
-    path = GOLDEN / f"{name}.json"
-    actual = json.loads(json.dumps(parsed.snapshot(), default=str))
-    if REGEN or not path.exists():
-        if not REGEN:
-            raise AssertionError(f"golden file {path} missing: run with TRACEKIT_REGEN_GOLDEN=1")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
-        return
-    expected = json.loads(path.read_text())
-    assert actual == expected, f"{name}: parse differs from {path} (TRACEKIT_REGEN_GOLDEN=1 to update)"
+    assert_golden(name, parsed.snapshot())
 
 
 # --- public traces --------------------------------------------------------------------------
