@@ -122,6 +122,21 @@ def run_tracekit(
     )
 
 
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`tracekit ARGS` run in this process (typer's runner): its exit code, stdout and stderr as a process
+    would give them, without an interpreter's start. For tests of what a command prints and exits
+    with; those of signals, environment, working folder or start-up keep `run_tracekit`."""
+    from typer.testing import CliRunner
+
+    from tracekit.cli import app
+
+    argv = [str(a) for a in args]
+    result = CliRunner().invoke(app, argv, prog_name="tracekit")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a traceback the user would see: the test fails with it
+    return subprocess.CompletedProcess(["tracekit", *argv], result.exit_code, result.stdout, result.stderr)
+
+
 @dataclass
 class SampleRun:
     cache: Path  # XDG_CACHE_HOME of the run

@@ -15,7 +15,7 @@ import pytest
 
 import tracekit
 from tests.builders import write_et_job
-from tests.conftest import SampleRun, run_tracekit
+from tests.conftest import SampleRun, cli, run_tracekit
 from tracekit.ingest import ingest
 from tracekit.queries import query_names
 
@@ -30,7 +30,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_queries_lists_every_query_with_its_parameters() -> None:
-    result = run_tracekit("queries")
+    result = cli("queries")
     assert result.returncode == 0, result.stderr
     for name in query_names():
         assert name in result.stdout
@@ -38,7 +38,7 @@ def test_queries_lists_every_query_with_its_parameters() -> None:
 
 
 def test_query_prints_a_table(dataset: Path) -> None:
-    result = run_tracekit("query", "collective_mix_by_class", dataset)
+    result = cli("query", "collective_mix_by_class", dataset)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["class", "comm_type", "jobs", "calls"]
@@ -48,17 +48,17 @@ def test_query_prints_a_table(dataset: Path) -> None:
 def test_query_csv_and_json_hold_the_api_rows(dataset: Path) -> None:
     with tracekit.open(dataset) as ds:
         expected = ds.query("job_size_histogram").pl()
-    as_csv = run_tracekit("query", "job_size_histogram", dataset, "--format", "csv")
+    as_csv = cli("query", "job_size_histogram", dataset, "--format", "csv")
     assert as_csv.returncode == 0, as_csv.stderr
     rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert [int(r["job_gpus"]) for r in rows] == expected["job_gpus"].to_list()
-    as_json = run_tracekit("query", "job_size_histogram", dataset, "-f", "json")
+    as_json = cli("query", "job_size_histogram", dataset, "-f", "json")
     assert json.loads(as_json.stdout) == expected.to_dicts()
 
 
 def test_query_parameters_and_parquet(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "trend.parquet"
-    result = run_tracekit(
+    result = cli(
         "query",
         "group_size_trend",
         dataset,
@@ -98,7 +98,7 @@ def test_bad_arguments_get_one_line_and_exit_2(dataset: Path, tmp_path: Path, ar
     where = [str(dataset)] if args[0] == "report" else ([str(dataset)] if len(args) == 2 else [])
     if args[0] == "query" and len(args) > 2:
         args = [*args[:2], str(dataset), *args[2:]]
-    result = run_tracekit(*args, *where, *(["-o", str(tmp_path / "r.html")] if args[0] == "report" else []))
+    result = cli(*args, *where, *(["-o", str(tmp_path / "r.html")] if args[0] == "report" else []))
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -110,13 +110,13 @@ def test_a_string_parameter_stays_a_string(tmp_path: Path) -> None:
     write_et_job(tmp_path / "in" / "7", [0, 1], [("ALL_GATHER", 64)])
     write_et_job(tmp_path / "in" / "job-a", [0, 1], [("BROADCAST", 64)])
     assert ingest([tmp_path / "in"], tmp_path / "ds").ok
-    result = run_tracekit("query", "job_bytes_by_collective", tmp_path / "ds", "-p", "job_id=007", "-f", "json")
+    result = cli("query", "job_bytes_by_collective", tmp_path / "ds", "-p", "job_id=007", "-f", "json")
     assert result.returncode == 0, result.stderr
     assert [row["comm_type"] for row in json.loads(result.stdout)] == ["ALL_REDUCE"]
 
 
 def test_a_report_names_the_file_it_wrote(dataset: Path, tmp_path: Path) -> None:
-    result = run_tracekit("report", dataset, "-o", tmp_path / "r.html")
+    result = cli("report", dataset, "-o", tmp_path / "r.html")
     assert result.returncode == 0, result.stderr
     assert f"→ {tmp_path / 'r.html'}" in result.stderr
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
@@ -150,7 +150,7 @@ def test_csv_keeps_every_digit_of_a_float(tmp_path: Path) -> None:
     assert ingest([tmp_path / "in"], tmp_path / "ds").ok
     with tracekit.open(tmp_path / "ds") as ds:
         expected = sorted(ds.query("collective_wire_bytes", {"job_id": "big"}).pl()["wire_bytes"].to_list())
-    result = run_tracekit("query", "collective_wire_bytes", tmp_path / "ds", "-p", "job_id=big", "-f", "csv")
+    result = cli("query", "collective_wire_bytes", tmp_path / "ds", "-p", "job_id=big", "-f", "csv")
     assert result.returncode == 0, result.stderr
     printed = [row["wire_bytes"] for row in csv.DictReader(io.StringIO(result.stdout))]
     assert sorted(float(value) for value in printed) == expected

@@ -1,4 +1,4 @@
-"""`tracekit replay` as users run it: a real process on real captured traces."""
+"""`tracekit replay` as users run it, on real captured traces (in this process: what it prints and exits with)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.cli.test_cli import tracekit
+from tests.conftest import cli as tracekit
 
 
 def test_replay_writes_every_format(captured_dataset: Path, tmp_path: Path) -> None:
