@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def test_importing_the_library_does_not_load_the_cli_stack() -> None:
@@ -53,3 +54,50 @@ def test_the_modules_waiting_for_their_split_are_still_over_the_bound() -> None:
     # A module split below the bound leaves NOT_YET_SPLIT, so that the list never hides a new long module.
     lines = _module_lines()
     assert {path for path in NOT_YET_SPLIT if lines.get(path, 0) > MAX_MODULE_LINES} == NOT_YET_SPLIT
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import circle anywhere in tracekit (type-only and function-level imports count: each is a
+    dependency a reader has to hold in mind, and a circle is two modules that are really one)."""
+    import grimp
+
+    graph = grimp.build_graph("tracekit")
+    circles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    assert not circles, f"import circles: {circles}"
+
+
+def _strongly_connected(graph: Any) -> list[set[str]]:
+    """Tarjan's components of the import graph, iteratively (the package is deeper than the stack allows)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    component.add(member)
+                    if member == node:
+                        break
+                found.append(component)
+    return found

@@ -76,7 +76,7 @@ def decompose(
     import numpy as np
     import polars as pl
 
-    from tracekit.replay.nccl.topology import communicator
+    from tracekit.replay.nccl.from_log import communicator
 
     options = options or NcclOptions()
     known = algorithms.names()

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.fabric.topology import FabricSpec
-    from tracekit.replay import Replay
     from tracekit.replay.nccl.options import NcclOptions
     from tracekit.replay.placement import Placement
+    from tracekit.replay.result import Replay
     from tracekit.replay.shapes import JobShapes
 
 DEFAULT_SEEDS = 8
@@ -58,7 +58,7 @@ def whatif(
 ) -> WhatIf:
     """Time `job` on each of `fabrics` under each of `routings` (default: each fabric's own routing)."""
     from tracekit.errors import InputError
-    from tracekit.replay import replay
+    from tracekit.replay.job_replay import replay
 
     if not 1 <= seeds <= MAX_SEEDS:
         raise InputError(f"seeds must be in 1..{MAX_SEEDS}, not {seeds}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,7 +233,6 @@ def run_fleet(
     from tracekit.api import TraceDataset
     from tracekit.dataset import Dataset
     from tracekit.errors import DatasetError
-    from tracekit.replay.outputs import write_fleet
 
     with TraceDataset(dataset):  # a missing or unreadable dataset fails here, before any lock
         pass
@@ -247,3 +247,50 @@ def run_fleet(
         except DatasetError as exc:
             return FleetRun(result, files, str(exc))
     return FleetRun(result, files, None)
+
+
+def write_fleet(result: FleetReplay, out: Path) -> list[Path]:
+    """A fleet replay's tables into `out` (replay_jobs.parquet, replay_fabrics.parquet, skipped.csv,
+    replay.json), under the same rules as a job's replay: OUT replaced whole, only when it is empty or
+    holds an earlier replay."""
+    import polars as pl
+
+    from tracekit.replay.outputs import MARKER, staging_for, swap_in
+
+    staging = staging_for(out)
+    try:
+        written = [staging / "replay_jobs.parquet", staging / "replay_fabrics.parquet", staging / "skipped.csv"]
+        result.jobs.write_parquet(written[0])
+        result.fabrics.write_parquet(written[1])
+        pl.DataFrame(result.skipped, schema={"job_id": pl.String, "reason": pl.String}, orient="row").write_csv(
+            written[2]
+        )
+        meta = {"fleet": True, "jobs": result.jobs.height, "skipped": len(result.skipped),
+                "settings": json.loads(result.settings.described())}  # fmt: skip
+        written.append(staging / MARKER)
+        written[-1].write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [out / path.relative_to(staging) for path in written]
+
+
+def fleet_locality(
+    dataset: TraceDataset | str | Path, algorithm: str = "auto", placement: Any = None, progress: Any = None
+) -> pl.DataFrame:
+    """Per class: jobs replayed, bytes, bytes inside a host and their share (a fleet replay, untimed)."""
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+    from tracekit.replay.placement import Placement
+
+    path = dataset.dataset.root if isinstance(dataset, TraceDataset) else dataset
+    settings = FleetSettings(placement or Placement(), algorithm=algorithm, fabrics=())
+    jobs = replay_fleet(path, settings, workers=1, progress=progress).jobs
+    return (
+        jobs.group_by("class")
+        .agg(pl.len().alias("jobs"), pl.col("bytes").sum(), pl.col("intra_host_bytes").sum())
+        .with_columns(intra_host_share=pl.col("intra_host_bytes") / pl.col("bytes"))
+        .sort("class")
+    )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,8 +33,8 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.fabric.topology import FabricSpec
-    from tracekit.replay import Replay
     from tracekit.replay.placement import Placement
+    from tracekit.replay.result import Replay
     from tracekit.replay.shapes import JobShapes
 
 # Seeds × QP flows routed at most per ECMP estimate (memory bound); the burstiness buckets at most.
@@ -382,24 +381,3 @@ def ecmp(result: Replay, fabric: FabricSpec | None = None, trials: int = 64, see
     """The ECMP indicators of a replayed job (see shape_indicators)."""
     row = shape_indicators(result.shapes, fabric, trials, seed)
     return {k: v for k, v in row.items() if k.startswith(("ecmp", "pinned", "spray"))}
-
-
-def fleet_locality(
-    dataset: TraceDataset | str | Path, algorithm: str = "auto", placement: Any = None, progress: Any = None
-) -> pl.DataFrame:
-    """Per class: jobs replayed, bytes, bytes inside a host and their share (a fleet replay, untimed)."""
-    import polars as pl
-
-    from tracekit.api import TraceDataset
-    from tracekit.replay.fleet import FleetSettings, replay_fleet
-    from tracekit.replay.placement import Placement
-
-    path = dataset.dataset.root if isinstance(dataset, TraceDataset) else dataset
-    settings = FleetSettings(placement or Placement(), algorithm=algorithm, fabrics=())
-    jobs = replay_fleet(path, settings, workers=1, progress=progress).jobs
-    return (
-        jobs.group_by("class")
-        .agg(pl.len().alias("jobs"), pl.col("bytes").sum(), pl.col("intra_host_bytes").sum())
-        .with_columns(intra_host_share=pl.col("intra_host_bytes") / pl.col("bytes"))
-        .sort("class")
-    )

@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.fabric.topology import FabricSpec
-    from tracekit.replay import Replay
-    from tracekit.replay.fleet import FleetReplay
+    from tracekit.replay.result import Replay
 
 FORMATS = ("flows", *names())  # the flows, then every emitter of tracekit.replay.emitters
 MARKER = "replay.json"
@@ -59,10 +58,10 @@ def write_all(
     if unknown:
         raise InputError(f"unknown format(s) {unknown}; choose from {', '.join(FORMATS)}")
     _refuse_switch_flows(result, formats)
-    staging = _staging(out)
+    staging = staging_for(out)
     try:
         written = _write(result, staging, formats, csv, fabric, htsim_binary, include_intra_host, ecmp_trials)
-        replaced = _swap(staging, out)
+        replaced = swap_in(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -90,32 +89,7 @@ def _refuse_switch_flows(result: Replay, formats: list[str]) -> None:
         )
 
 
-def write_fleet(result: FleetReplay, out: Path) -> list[Path]:
-    """A fleet replay's tables into `out` (replay_jobs.parquet, replay_fabrics.parquet, skipped.csv,
-    replay.json), under the same rules as a job's replay: OUT replaced whole, only when it is empty or
-    holds an earlier replay."""
-    import polars as pl
-
-    staging = _staging(out)
-    try:
-        written = [staging / "replay_jobs.parquet", staging / "replay_fabrics.parquet", staging / "skipped.csv"]
-        result.jobs.write_parquet(written[0])
-        result.fabrics.write_parquet(written[1])
-        pl.DataFrame(result.skipped, schema={"job_id": pl.String, "reason": pl.String}, orient="row").write_csv(
-            written[2]
-        )
-        meta = {"fleet": True, "jobs": result.jobs.height, "skipped": len(result.skipped),
-                "settings": json.loads(result.settings.described())}  # fmt: skip
-        written.append(staging / MARKER)
-        written[-1].write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        _swap(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return [out / path.relative_to(staging) for path in written]
-
-
-def _staging(out: Path) -> Path:
+def staging_for(out: Path) -> Path:
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
@@ -130,7 +104,7 @@ def _staging(out: Path) -> Path:
     return staging
 
 
-def _swap(staging: Path, out: Path) -> bool:
+def swap_in(staging: Path, out: Path) -> bool:
     """Move staging into place as out; True when it replaced an earlier replay."""
     replaced = out.is_dir() and any(out.iterdir())
     old = out.parent / f".{out.name}.tracekit-old-{os.getpid()}"

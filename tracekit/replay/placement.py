@@ -44,6 +44,8 @@ from tracekit.fabric.files import read_mapping
 if TYPE_CHECKING:
     import numpy as np
 
+    from tracekit.fabric.endpoints import Endpoints
+
 # One placement may describe at most this many ranks (a value read from a file sizes arrays).
 MAX_RANKS = 1 << 20
 # GPUs and NICs of one host at most (NVL72-class domains hold 72 GPUs; 1,024 leaves room).
@@ -139,6 +141,23 @@ class Placement:
         if self.nic_rails is not None:
             return np.asarray(self.nic_rails, dtype=np.int64)[nic]
         return nic
+
+    def endpoints(self, hosts: int) -> Endpoints:
+        """The fabric's view of `hosts` hosts of this placement."""
+        import numpy as np
+
+        from tracekit.fabric.endpoints import Endpoints
+
+        return Endpoints(
+            hosts=max(hosts, 1),
+            gpus_per_host=self.gpus_per_host,
+            nics_per_host=self.nics,
+            nic_Bps=self.nic_Bps,
+            nvlink_Bps=self.intra_Bps,
+            pcie_Bps=float("inf"),
+            nic_rail=tuple(int(r) for r in self.rail_of_nic(np.arange(self.nics))),
+            hosts_per_rack=self.hosts_per_rack,
+        )
 
     def locate(self, ranks: np.ndarray) -> dict[str, np.ndarray]:
         """host, gpu (index within the host), nic (local), rail, rack and pod of each global rank (int arrays)."""

@@ -54,11 +54,9 @@ class JobShapes:
 
     def network(self) -> Any:
         """The fabric Endpoints of the job's hosts."""
-        from tracekit.replay.timing import endpoints_of
-
         hosts = max((int(max(s.flows["src_host"].max(), s.flows["dst_host"].max())) for s in self.shapes if s.size),
                     default=0) + 1  # fmt: skip
-        return endpoints_of(self.placement, hosts)
+        return self.placement.endpoints(hosts)
 
 
 def job_shapes(

@@ -159,25 +159,7 @@ def endpoints(placement: Placement, flows: pl.DataFrame) -> Any:
     hosts = 1
     if flows.height:
         hosts = int(max(flows["src_host"].max(), flows["dst_host"].max())) + 1  # type: ignore[arg-type, type-var]
-    return endpoints_of(placement, hosts)
-
-
-def endpoints_of(placement: Placement, hosts: int) -> Any:
-    """The fabric's view of `hosts` hosts of the placement."""
-    import numpy as np
-
-    from tracekit.fabric.endpoints import Endpoints
-
-    return Endpoints(
-        hosts=max(hosts, 1),
-        gpus_per_host=placement.gpus_per_host,
-        nics_per_host=placement.nics,
-        nic_Bps=placement.nic_Bps,
-        nvlink_Bps=placement.intra_Bps,
-        pcie_Bps=float("inf"),
-        nic_rail=tuple(int(r) for r in placement.rail_of_nic(np.arange(placement.nics))),
-        hosts_per_rack=placement.hosts_per_rack,
-    )
+    return placement.endpoints(hosts)
 
 
 def _ends(flows: dict[str, Any]) -> Any:

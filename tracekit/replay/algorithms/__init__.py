@@ -24,7 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from tracekit.replay.algorithms.base import resolve_links, split_qps
-from tracekit.replay.algorithms.registry import Algorithm, NotApplicable, Request, discover
+from tracekit.replay.algorithms.registry import Algorithm, NotApplicable, Request
 
 if TYPE_CHECKING:
     from tracekit.replay.algorithms.base import Template
@@ -34,8 +34,12 @@ __all__ = ["Algorithm", "NotApplicable", "Request", "algorithms", "names", "temp
 
 @cache
 def algorithms() -> dict[str, Algorithm]:
-    """The registry: every algorithm module's ALGORITHM, by name."""
-    return discover()
+    """The registry: every algorithm module's ALGORITHM (and every plugin's), by name, in module order."""
+    import sys
+
+    from tracekit.registry import discover
+
+    return discover(sys.modules[__name__], "ALGORITHM", Algorithm)
 
 
 def names() -> tuple[str, ...]:

@@ -56,11 +56,3 @@ class Algorithm:
         if builder is None or (self.applies is not None and not self.applies(req)):
             raise NotApplicable(f"{self.name} does not serve {req.comm_type} for this group")
         return builder(req)
-
-
-def discover() -> dict[str, Algorithm]:
-    """Every ALGORITHM defined by a module of this package, by name, in module order."""
-    from tracekit.registry import discover as find
-    from tracekit.replay import algorithms
-
-    return find(algorithms, "ALGORITHM", Algorithm)

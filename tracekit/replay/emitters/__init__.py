@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tracekit.fabric.topology import Network
-    from tracekit.replay import Replay
+    from tracekit.replay.result import Replay
 
 
 @dataclass

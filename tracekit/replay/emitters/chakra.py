@@ -46,7 +46,7 @@ from tracekit.replay.emitters import Emission, Emitter
 if TYPE_CHECKING:
     import polars as pl
 
-    from tracekit.replay import Replay
+    from tracekit.replay.result import Replay
 
 SIMULATED = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL"}
 MAX_TAG = 2**31 - 1

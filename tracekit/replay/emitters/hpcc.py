@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.fabric.topology import Network
-    from tracekit.replay import Replay
+    from tracekit.replay.result import Replay
 
 SIZE_LIMIT = 4_294_967_295
 MAX_NODES = 65_536

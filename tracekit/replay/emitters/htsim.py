@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.fabric.topology import Network
-    from tracekit.replay import Replay
+    from tracekit.replay.result import Replay
 
 SIZE_LIMIT = 2_147_483_647
 MAX_ID = 2_147_483_647

@@ -9,7 +9,9 @@ channel's ring (rank 0's `Channel` lines, or every rank's `Ring` lines), each ra
 index 0) replace the model's. NCCL numbers NICs in its own (IB device) order: a NIC that a GPU uses
 without PXN is the placement's NIC of that GPU, and the log's other NIC numbers on that host are
 mapped the same way. What the log does not give (trees of ranks it has no line for, NICs of
-connections it does not list) stays the model's, and the notes say so.
+connections it does not list) stays the model's, and the notes say so. `communicator` is what a
+replay asks for each group: the log's structure where it has the group, else NCCL's model
+(tracekit.replay.nccl.topology).
 """
 
 from __future__ import annotations
@@ -29,6 +31,19 @@ if TYPE_CHECKING:
     from tracekit.replay.placement import Placement
 
 __all__ = ["NcclLog", "read_nccl_log", "topology_from_log"]
+
+
+def communicator(
+    layout: GroupLayout, placement: Placement, options: NcclOptions, notes: list[str] | None = None
+) -> CommTopology:
+    """NCCL's structure for the group `layout` (see the module docstring); an NCCL log overrides it."""
+    if options.log is not None:
+        found = topology_from_log(options.log, layout, placement, options, notes)
+        if found is not None:
+            return found
+    from tracekit.replay.nccl.topology import model
+
+    return model(layout, placement, options)
 
 
 def topology_from_log(

@@ -71,19 +71,6 @@ class Node:
         return self.nic_of.index(nic)
 
 
-def communicator(
-    layout: GroupLayout, placement: Placement, options: NcclOptions, notes: list[str] | None = None
-) -> CommTopology:
-    """NCCL's structure for the group `layout` (see the module docstring); an NCCL log overrides it."""
-    if options.log is not None:
-        from tracekit.replay.nccl.from_log import topology_from_log
-
-        found = topology_from_log(options.log, layout, placement, options, notes)
-        if found is not None:
-            return found
-    return model(layout, placement, options)
-
-
 def model(layout: GroupLayout, placement: Placement, options: NcclOptions) -> CommTopology:
     import numpy as np
 
