@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.queries import catalog_statement
 from tracekit.schema import arrow_schema
+from tracekit.store.queries import catalog_statement
 
 
 def ring_all_reduce(n: int, size: int) -> list[Fraction]:

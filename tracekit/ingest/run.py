@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit import executors, interrupts
 from tracekit._version import __version__
-from tracekit.dataset import Dataset, DatasetSummary, RunChanges, dataset_summary, missing_note
 from tracekit.errors import InputError, Interrupted, TracekitError
 from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover, with_data
 from tracekit.ingest.identity import JobIds, join_host_and_device_archives
@@ -45,6 +44,9 @@ from tracekit.ingest.worker import (
     parse_batch,
 )
 from tracekit.parsers.base import ProcessGroup
+from tracekit.store.changes import RunChanges
+from tracekit.store.dataset import Dataset
+from tracekit.store.summary import DatasetSummary, dataset_summary, missing_note
 
 if TYPE_CHECKING:
     import duckdb
@@ -637,9 +639,6 @@ class _Held:
 def _missing_ranks(dataset: Dataset, job_ids: list[str], trace_ids: list[str]) -> list[str]:
     """`job J: ranks 1–7 of 8 missing` for each job holding the run's inputs (added or already
     present), so that a run repeated gives the same answer."""
-    columns = "select 1 from information_schema.columns where table_name = 'jobs' and column_name = 'ranks_missing'"
-    if not dataset.query_rows(columns, []):
-        return []  # written by an earlier version, and this run wrote nothing
     rows = dataset.query_rows(
         "select job_id, world_size, ranks_missing, missing_ranks from jobs where ranks_missing > 0 and "
         "(job_id in (select unnest(?::VARCHAR[])) or job_id in "

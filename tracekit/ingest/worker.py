@@ -12,7 +12,7 @@ Each file is read once: its bytes are hashed and parsed from memory. A file larg
 when the dataset holds nothing it could be (its hash decides only its trace id then); else it is
 hashed first, so that a file already held is not parsed. Staged rows carry `_seq`, the file's
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
-the job is finished (tracekit.dataset).
+the job is finished (tracekit.store.commit).
 
 A parser module may offer `parse_many(sources, sink) -> list[TraceMeta | TraceError | None]`
 besides `parse(source, sink)`: it reads several files at once and hands the sink batches holding
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tracekit.errors import describe
-from tracekit.parquet_files import STAGED_CODEC
 from tracekit.parsers import parse_as, parser_for, sniff_format
 from tracekit.parsers.base import FilesSink as FilesSink
 from tracekit.parsers.base import Source, TraceError, TraceMeta
 from tracekit.sources import BytesSource, FileSource
+from tracekit.store.parquet_files import STAGED_CODEC
 
 if TYPE_CHECKING:
     import pyarrow as pa
