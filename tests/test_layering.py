@@ -1,4 +1,4 @@
-"""Data flows one way: files → parsers → ingest → dataset → API → generate/report/replay → CLI.
+"""Data flows one way: files → parsers → ingest → store → API → generate/report/replay → CLI.
 
 The layers are declared once, as an import contract in pyproject.toml ([tool.importlinter]), which
 `make check` enforces with `lint-imports` over every import of the package. This test checks what
