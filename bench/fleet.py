@@ -71,7 +71,7 @@ def add_job_rows(ctx: Context, jobs: int, name: str) -> list[Row]:
 
 def query_rows(ctx: Context, jobs: int, name: str) -> list[Row]:
     import tracekit
-    from tracekit.queries import query_names, query_params
+    from tracekit.store.queries import query_names, query_params
 
     dataset = ctx.dataset(jobs)
     with tracekit.open(dataset) as ds:

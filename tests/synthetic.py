@@ -13,8 +13,8 @@ from typing import Any
 
 import duckdb
 
-from tracekit.queries import catalog_statements, rollup_query
 from tracekit.schema import ROLLUPS, TABLES, arrow_schema, table_from_rows
+from tracekit.store.queries import catalog_statements, rollup_query
 
 
 def write_dataset(root: Path, tables: dict[str, list[dict[str, Any]]]) -> Path:

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import tracekit
-import tracekit.dataset
+import tracekit.store.snapshot
 from tests.builders import foreign_database, write_et_job
 from tests.conftest import duckdb_shell, needs_duckdb_shell
 from tracekit.api import CollectiveTotal, DatasetSummary
@@ -111,8 +111,8 @@ def test_open_names_the_process_that_keeps_changing_the_file_while_it_is_copied(
     dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     looks = iter(range(1000))
-    monkeypatch.setattr(tracekit.dataset.Dataset, "_stamps", lambda self: next(looks))  # new at every look
-    monkeypatch.setattr(tracekit.dataset, "SNAPSHOT_WAITS", (0.0, 0.0))
+    monkeypatch.setattr(tracekit.store.snapshot, "stamps", lambda *paths: next(looks))  # new at every look
+    monkeypatch.setattr(tracekit.store.snapshot, "SNAPSHOT_WAITS", (0.0, 0.0))
     with duckdb_shell(dataset / "tracekit.duckdb") as shell:
         with pytest.raises(DatasetError) as refused, tracekit.open(dataset) as ds:
             ds.summary()

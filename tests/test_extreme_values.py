@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import tracekit
 from tests.examples import examples
 from tests.synthetic import write_dataset
-from tracekit.queries import query_names, query_params
 from tracekit.report import render_report
 from tracekit.schema import COMM_TYPES
+from tracekit.store.queries import query_names, query_params
 
 BIG = 1 << 62  # the documented bound of element and byte counts (tracekit/parsers/common/values.py)
 MAX_RANK = (1 << 20) - 1

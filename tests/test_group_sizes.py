@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tests.synthetic import write_dataset
-from tracekit.queries import query_dependencies
+from tracekit.store.queries import query_dependencies
 
 GROUP_SIZE_QUERIES = ["group_size_by_job_size", "group_size_trend", "group_size_vs_job_size"]
 PARAMS = {"start": "2024-01-01", "period_months": 3}

@@ -20,7 +20,7 @@ from tests.conftest import SAMPLE_TRACES
 from tests.job_class_cases import CASES, Case
 from tracekit.generate import generate_fleet, load_profile
 from tracekit.ingest import ingest
-from tracekit.queries import query_header, rollup_query
+from tracekit.store.queries import query_header, rollup_query
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Data flows one way: files → parsers → ingest → dataset → API → generate/report/replay → CLI.
+"""Data flows one way: files → parsers → ingest → store → API → generate/report/replay → CLI.
 
 The layers are declared once, as an import contract in pyproject.toml ([tool.importlinter]), which
 `make check` enforces with `lint-imports` over every import of the package. These tests check what
@@ -27,13 +27,6 @@ def test_importing_the_library_does_not_load_the_cli_stack() -> None:
 MAX_MODULE_LINES = 600
 # Exempt for good: the CLI's command module (one typer app, its commands and their help) and protoc's output.
 EXEMPT = {"tracekit/cli.py", "tracekit/parsers/et_def_pb2.py"}
-# Still over the bound while issue 21's splits of them are under way on other branches; each leaves
-# this list when its split merges, and the list ends empty.
-NOT_YET_SPLIT = {
-    "tracekit/dataset.py",
-    "tracekit/ingest/run.py",
-    "tracekit/ingest/worker.py",
-}
 
 
 def _module_lines() -> dict[str, int]:
@@ -46,14 +39,8 @@ def _module_lines() -> dict[str, int]:
 
 def test_no_module_is_over_the_line_bound() -> None:
     lines = _module_lines()
-    over = {path: n for path, n in lines.items() if n > MAX_MODULE_LINES and path not in EXEMPT | NOT_YET_SPLIT}
+    over = {path: n for path, n in lines.items() if n > MAX_MODULE_LINES and path not in EXEMPT}
     assert not over, f"modules over {MAX_MODULE_LINES} lines (split them by concern): {over}"
-
-
-def test_the_modules_waiting_for_their_split_are_still_over_the_bound() -> None:
-    # A module split below the bound leaves NOT_YET_SPLIT, so that the list never hides a new long module.
-    lines = _module_lines()
-    assert {path for path in NOT_YET_SPLIT if lines.get(path, 0) > MAX_MODULE_LINES} == NOT_YET_SPLIT
 
 
 def test_no_module_imports_itself_through_others() -> None:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from tests.examples import examples
-from tracekit.queries import catalog_statement, rollup_query
 from tracekit.schema import arrow_schema
+from tracekit.store.queries import catalog_statement, rollup_query
 
 ORACLE = Path(__file__).parent / "queries_from_rows" / "message_size_percentiles.sql"
 COMM_TYPES = ["ALL_REDUCE", "ALL_GATHER", "ALL_TO_ALL", "RECV", None]

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.examples import examples
-from tracekit.queries import catalog_statement
 from tracekit.schema import arrow_schema
+from tracekit.store.queries import catalog_statement
 
 
 def ring_all_reduce(n: int, size: int) -> list[Fraction]:

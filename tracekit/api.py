@@ -9,21 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit import interrupts
-from tracekit.dataset import CollectiveTotal, Dataset, DatasetSummary, summarize
 from tracekit.errors import DatasetError, OutputError
-from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
+from tracekit.schema import TABLES
+from tracekit.store.dataset import Dataset
+from tracekit.store.summary import CollectiveTotal, DatasetSummary, summarize
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
 __all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open", "write_parquet"]
-
-# Whether the connection's current database has a table or view of this name.
-_HAS_TABLE = (
-    "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = ? "
-    "UNION ALL SELECT 1 FROM duckdb_views() WHERE database_name = current_database() AND view_name = ?"
-)
 
 
 class TraceDataset:
@@ -42,23 +37,14 @@ class TraceDataset:
 
         Ingest commits by renaming a new DuckDB file over the old one, and an open connection keeps
         reading the file it opened: when the file has changed since, a new connection is opened (the
-        old one stays open for the relations that still use it).
+        old one stays open for the relations that still use it). A dataset of an older format is
+        shown as this one (tracekit.store.migrations.present).
         """
         stamp = self._file_stamp()  # before connecting: a commit in between makes the next call reconnect
         if self._con is None or stamp != self._stamp:
-            from tracekit.queries import catalog_statement, catalog_statements, rollup_query
+            from tracekit.store.queries import catalog_statements
 
             con = self._connect()
-            missing = [r for r in ROLLUPS if not con.execute(_HAS_TABLE, [r, r]).fetchall()]
-            if missing:  # a dataset of an earlier version has no rollup tables: views compute them
-                con.execute(catalog_statement("collective_wire_bytes", temp=True))
-                for rollup in missing:
-                    con.execute(f"CREATE TEMP VIEW {rollup} AS {rollup_query(rollup)}")
-            for table in REPLAY_TABLES:  # a dataset no fleet replay or recent ingest wrote: empty
-                if not con.execute(_HAS_TABLE, [table, table]).fetchall():
-                    con.register("empty_replay", arrow_schema(table).empty_table())
-                    con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM empty_replay")
-                    con.unregister("empty_replay")
             # Temporary, so they shadow the copies stored in the file, which may be older.
             for statement in catalog_statements(temp=True):
                 con.execute(statement)
@@ -66,13 +52,10 @@ class TraceDataset:
         return self._con
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        # Attached to a database of its own rather than `duckdb.connect(path)`: DuckDB hands every
-        # connect() of one path the same instance while one is open, which would keep the old file.
-        import duckdb
+        from tracekit.store import connect
 
-        con = duckdb.connect()
+        con = connect.memory()  # a database of its own, so that a commit's new file is seen
         interrupts.watch(con)  # a Ctrl-C during a command stops its statement at once
-        con.execute("SET enable_progress_bar = false")
         try:
             self.dataset.attach_read_only(con, "dataset")
         except BaseException:
@@ -111,7 +94,7 @@ class TraceDataset:
         `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3},
         each checked against its declared type and range first (InputError naming the parameter).
         """
-        from tracekit.queries import query_call
+        from tracekit.store.queries import query_call
 
         sql, bound = query_call(name, params)
         return self.con.sql(sql, params=bound or None)

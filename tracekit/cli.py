@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
     from tracekit.api import DatasetSummary
     from tracekit.errors import TracekitError
-    from tracekit.ingest.run import IngestReport
-    from tracekit.ingest.run import Progress as IngestProgress
+    from tracekit.ingest.report import IngestReport
+    from tracekit.ingest.report import Progress as IngestProgress
 
 
 class _Group(typer.core.TyperGroup):
@@ -1088,7 +1088,7 @@ def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise InputError(f"--param {text}: expected key=value")
-    return key, value  # typed by the query's header (tracekit.queries.Param), so job_id=007 stays a string
+    return key, value  # typed by the query's header (tracekit.store.queries.Param), so job_id=007 stays a string
 
 
 @app.command()
@@ -1206,7 +1206,7 @@ def queries() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tracekit.queries import query_names, query_params, query_summary
+    from tracekit.store.queries import query_names, query_params, query_summary
 
     table = Table("query", "parameters", "answers", box=None, pad_edge=False, header_style="bold")
     for name in query_names():

@@ -111,10 +111,10 @@ def test_a_dataset_held_open_by_the_duckdb_shell_is_a_one_line_error(tmp_path: P
 _SLOW_WRITE = textwrap.dedent(
     """
     import sys
-    import tracekit.dataset
+    import tracekit.store.commit
     from tracekit.cli import main
 
-    original = tracekit.dataset._store_queries
+    original = tracekit.store.commit._store_queries
 
     def slow(con):
         original(con)
@@ -122,7 +122,7 @@ _SLOW_WRITE = textwrap.dedent(
         con.execute("select sum(i) from range(100000000000) t(i)").fetchall()
 
     if __name__ == "__main__":  # not in the pool's forkserver, which imports this file too
-        tracekit.dataset._store_queries = slow
+        tracekit.store.commit._store_queries = slow
         sys.argv = ["tracekit", *sys.argv[1:]]
         main()
     """
@@ -284,7 +284,7 @@ def test_help_texts_show_no_type_placeholders() -> None:
 
 def test_progress_reports_the_total_then_the_final_write(tmp_path: Path) -> None:
     from tracekit.ingest import ingest
-    from tracekit.ingest.run import Progress
+    from tracekit.ingest.report import Progress
 
     write_et_job(tmp_path / "in" / "j", list(range(6)), [("ALL_REDUCE", 64)])
     events: list[Progress] = []

@@ -99,8 +99,8 @@ _EVERY_COMMAND_IMPORTS = ["tracekit._version", "tracekit.__main__", "tracekit.cl
 _EACH_COMMAND_IMPORTS = {
     "help": ["typer.rich_utils"],
     "info": ["duckdb", "tracekit.api"],
-    "query": ["tracekit.queries", "duckdb"],
-    "queries": ["tracekit.queries", "rich.table"],
+    "query": ["tracekit.store.queries", "duckdb"],
+    "queries": ["tracekit.store.queries", "rich.table"],
     "report": ["tracekit.report", "altair", "polars"],
     "replay": ["tracekit.replay", "numpy"],
     "ingest": ["tracekit.ingest", "pyarrow", "multiprocessing.forkserver"],

@@ -17,7 +17,7 @@ import tracekit
 from tests.builders import write_et_job
 from tests.conftest import SampleRun, cli, run_tracekit
 from tracekit.ingest import ingest
-from tracekit.queries import query_names
+from tracekit.store.queries import query_names
 
 
 @pytest.fixture(scope="module")

@@ -245,7 +245,7 @@ def test_a_parser_warning_is_stored_on_its_trace_row_naming_the_file(
 
 def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fleet's jobs are finished a round of files at a time (memory); the dataset is the same."""
-    import tracekit.ingest.run
+    import tracekit.ingest.finishing
 
     for j in range(4):
         write_et_job(tmp_path / "in" / f"job{j}", [0, 1, 2], [("ALL_REDUCE", 64 << j), ("BROADCAST", 8)])
@@ -254,7 +254,7 @@ def test_jobs_finished_in_rounds_give_the_rows_of_one_round(tmp_path: Path, monk
     shutil.copy(tmp_path / "in" / "job0" / "job0.1.et", tmp_path / "in" / "job3")  # read twice: added once
     reports, tables = [], []
     for name, per_round in (("one", 1 << 20), ("rounds", 2)):
-        monkeypatch.setattr(tracekit.ingest.run, "_FINISH_FILES", per_round)
+        monkeypatch.setattr(tracekit.ingest.finishing, "FINISH_FILES", per_round)
         reports.append(ingest([tmp_path / "in"], tmp_path / name))
         with tracekit.open(tmp_path / name) as ds:
             tables.append(
@@ -286,7 +286,7 @@ def test_workers_are_handed_a_rounds_worth_of_files_ahead(tmp_path: Path, monkey
     from contextlib import contextmanager
     from typing import Any
 
-    import tracekit.ingest.run as run
+    import tracekit.ingest.batching as run
     from tracekit.executors import Slots
 
     class Synchronous(Executor):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-import tracekit.dataset
+import tracekit.store.commit
 from tests.builders import write_et_job
 from tracekit.ingest import ingest
 
@@ -99,10 +99,10 @@ def test_a_crash_between_commit_and_parquet_moves_is_finished_by_the_next_run(
 ) -> None:
     _fleet(tmp_path / "in", 2, 2)
 
-    def crash(moves: list[tuple[str, str]]) -> None:
+    def crash(plan: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracekit.dataset, "_apply_moves", crash)
+    monkeypatch.setattr(tracekit.store.commit, "apply_plan", crash)
     with pytest.raises(KeyboardInterrupt):
         ingest([tmp_path / "in"], tmp_path / "ds")
     monkeypatch.undo()
@@ -127,7 +127,7 @@ def test_a_crash_just_before_the_commit_leaves_nothing_behind(
     def crash(*args: object) -> None:  # the last step before the commit: the run's plan made durable
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracekit.dataset, "_fsync", crash)
+    monkeypatch.setattr(tracekit.store.commit, "_fsync", crash)
     with tracekit.open(tmp_path / "ds") as held:
         if reader:
             held.sql("select count(*) from jobs").fetchall()  # the file is open here while the run writes

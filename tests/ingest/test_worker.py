@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+import tracekit.ingest.staged_writer as staged_writer
 import tracekit.ingest.worker as worker
 from tests.builders import et_bytes
 from tracekit.ingest.worker import SEQ_COLUMN, Batch, Task, parse_batch
@@ -192,14 +193,14 @@ def test_a_spilled_file_whose_staged_write_fails_is_an_error_of_its_own(
     """A big file's own staged rows are written in a thread while it parses on; a write that fails
     there fails that file (named, with the error), not the batch, and leaves no staged rows of it."""
     monkeypatch.setattr(worker, "SPILL_ROWS", 1_000)
-    write = worker._StagedWriter._write
+    write = staged_writer.StagedWriter._write
 
     def fail_in_thread(self: Any, table: str, batches: Any) -> None:
         if self.in_thread:
             raise OSError(28, "No space left on device")
         write(self, table, batches)
 
-    monkeypatch.setattr(worker._StagedWriter, "_write", fail_in_thread)
+    monkeypatch.setattr(staged_writer.StagedWriter, "_write", fail_in_thread)
     tasks = [
         _task(tmp_path, "t.0.et", et_bytes([("ALL_REDUCE", 64)] * 35_000), 0),
         _task(tmp_path, "t.1.et", et_bytes([("ALL_GATHER", 8)]), 1),

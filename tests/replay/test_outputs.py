@@ -13,8 +13,8 @@ import pytest
 
 from tests.cli.test_cli import DUCKDB
 from tests.replay.conftest import CAPTURED_JOBS
-from tracekit.queries import load_query, query_header, query_names
 from tracekit.replay import Placement, replay, write_outputs
+from tracekit.store.queries import load_query, query_header, query_names
 
 ALL = ["flows", "hpcc", "htsim", "chakra"]
 

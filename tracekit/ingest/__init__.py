@@ -8,7 +8,8 @@
 import sys
 import types
 
-from tracekit.ingest.run import IngestReport, ingest
+from tracekit.ingest.report import IngestReport
+from tracekit.ingest.run import ingest
 
 __all__ = ["IngestReport", "ingest"]
 

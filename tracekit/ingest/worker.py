@@ -12,7 +12,7 @@ Each file is read once: its bytes are hashed and parsed from memory. A file larg
 when the dataset holds nothing it could be (its hash decides only its trace id then); else it is
 hashed first, so that a file already held is not parsed. Staged rows carry `_seq`, the file's
 position in discovery order, instead of job_id, rank and trace_id: the commit fills those in once
-the job is finished (tracekit.dataset).
+the job is finished (tracekit.store.commit).
 
 A parser (tracekit.parsers.formats) may offer `parse_many(sources, sink) -> list[TraceMeta |
 TraceError | None]` besides `parse(source, sink)`: it reads several files at once and hands the
@@ -27,17 +27,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import describe
-from tracekit.parquet_files import STAGED_CODEC
+from tracekit.ingest.staged_writer import FLUSH_ROWS, InThread, StagedWriter
 from tracekit.parsers import parse_as, parser_for, sniff_format
 from tracekit.parsers.base import FilesSink as FilesSink
 from tracekit.parsers.base import Source, TraceError, TraceMeta
@@ -46,7 +45,6 @@ from tracekit.sources import BytesSource, FileSource
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
 _RANK_WORD = re.compile(r"(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 # Larger trailing numbers are pids or timestamps, not ranks.
@@ -61,12 +59,9 @@ _STRIP_SUFFIXES = (".gz", ".json", ".et", ".pb", ".trace", ".pt")
 READ_WHOLE_BYTES = 64 << 20
 # Rows of one file held in memory before it spills to staged files of its own.
 SPILL_ROWS = 262_144
-# Rows the batch holds before writing them out (one row group each).
-FLUSH_ROWS = 1 << 20
 # Columns the commit fills in from the finished job; staged rows carry SEQ_COLUMN instead.
 FILLED_LATER = ("job_id", "rank", "trace_id")
 SEQ_COLUMN = "_seq"
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -159,94 +154,12 @@ def make_trace_id(job_id: str, name: str, sha256: str) -> str:
     return hashlib.sha256(f"{job_id}\0{name}\0{sha256}".encode()).hexdigest()[:20]
 
 
-class _StagedWriter:
-    """The staged Parquet file of each table for one writer (a batch, or one big file).
-
-    `in_thread`: each write runs in a thread while the caller goes on parsing (pyarrow encodes and
-    compresses without the GIL), one at a time: the next waits for the last, so at most one write's
-    rows are in flight. A write that failed raises at the next write or at `close`."""
-
-    def __init__(self, staging: Path, name: str, in_thread: bool = False) -> None:
-        self.staging = staging
-        self.name = name
-        self.in_thread = in_thread
-        self.writers: dict[str, pq.ParquetWriter] = {}
-        self._writing: _InThread[None] | None = None
-
-    def path(self, table: str) -> Path:
-        return self.staging / table / f"{self.name}.parquet"
-
-    def write(self, table: str, batches: list[pa.RecordBatch]) -> None:
-        if not batches:
-            return
-        self._wait()
-        if self.in_thread:
-            self._writing = _InThread(self._write, table, batches)
-        else:
-            self._write(table, batches)
-
-    def _write(self, table: str, batches: list[pa.RecordBatch]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        data = pa.Table.from_batches(batches).combine_chunks()
-        if table not in self.writers:
-            self.path(table).parent.mkdir(parents=True, exist_ok=True)
-            self.writers[table] = pq.ParquetWriter(self.path(table), data.schema, compression=STAGED_CODEC)
-        self.writers[table].write_table(data, row_group_size=FLUSH_ROWS)
-
-    def _wait(self) -> None:
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            writing.result()
-
-    def close(self) -> list[tuple[str, str]]:
-        try:
-            self._wait()
-        finally:
-            for writer in self.writers.values():
-                writer.close()
-        return [(table, str(self.path(table))) for table in self.writers]
-
-    def remove(self) -> None:
-        """Drop what was written (a failed write's error was raised already, or the rows are unwanted)."""
-        try:
-            self.close()
-        except Exception:
-            pass
-        for table in self.writers:
-            self.path(table).unlink(missing_ok=True)
-
-
-class _InThread(Generic[T]):
-    """`work(*args)` run by a thread of its own; `result()` waits for it and returns what it returned,
-    or raises what it raised."""
-
-    def __init__(self, work: Callable[..., T], *args: Any) -> None:
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(work, *args), daemon=True)
-        self._thread.start()
-
-    def _run(self, work: Callable[..., T], *args: Any) -> None:
-        try:
-            self._value = work(*args)
-        except BaseException as exc:  # raised again in the caller's thread, by result()
-            self._error = exc
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value  # type: ignore[return-value]  # set by a run that raised nothing
-
-
 class _BatchRows:
     """Rows of the batch's files that parsed to the end, written out in large pieces."""
 
     def __init__(self, staging: Path) -> None:
         self.staging = staging
-        self.shared = _StagedWriter(staging, f"batch-{uuid.uuid4().hex}")
+        self.shared = StagedWriter(staging, f"batch-{uuid.uuid4().hex}")
         self.held: dict[str, list[pa.RecordBatch]] = {}
         self.held_rows = 0
         self.spilled: list[tuple[str, str]] = []
@@ -281,7 +194,7 @@ class _FileRows:
         self.seq = seq
         self.held: dict[str, list[pa.RecordBatch]] = {}
         self.rows = 0
-        self.own: _StagedWriter | None = None
+        self.own: StagedWriter | None = None
         self.max_group_size: int | None = None
 
     def write(self, table: str, batch: pa.RecordBatch) -> None:
@@ -297,7 +210,7 @@ class _FileRows:
         self.rows += batch.num_rows
         if self.rows > SPILL_ROWS:
             # Written while the file parses on: its errors come out in this file's parse, at `commit`.
-            self.own = _StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}", in_thread=True)
+            self.own = StagedWriter(self.batch.staging, f"file-{uuid.uuid4().hex}", in_thread=True)
             for name, batches in self.held.items():
                 self.own.write(name, batches)
             self.held.clear()
@@ -383,7 +296,7 @@ def _parse_batch(batch: Batch) -> list[ParsedFile]:
     rows = _BatchRows(Path(batch.staging))
     results: list[ParsedFile] = []
     pending: dict[str, list[tuple[ParsedFile, Source]]] = {}
-    hashing: list[tuple[ParsedFile, _InThread[tuple[str, int]]]] = []
+    hashing: list[tuple[ParsedFile, InThread[tuple[str, int]]]] = []
     _read_ahead(batch.tasks)
     for task in batch.tasks:
         parsed, source, hash_later = _open(task, batch)
@@ -425,7 +338,7 @@ def _read_ahead(tasks: list[Task]) -> None:
             os.close(fd)
 
 
-def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]] | None]:
+def _open(task: Task, batch: Batch) -> tuple[ParsedFile, Source | None, InThread[tuple[str, int]] | None]:
     """Read and hash the file, decide whether it is new, name its format: (result, source to parse,
     the hash still being computed)."""
     try:
@@ -471,14 +384,14 @@ def _sniffed(parsed: ParsedFile, source: Source) -> tuple[ParsedFile, Source | N
     return parsed, source
 
 
-def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, _InThread[tuple[str, int]]]:
+def _open_hashing(task: Task) -> tuple[ParsedFile, Source | None, InThread[tuple[str, int]]]:
     """A long file's result before its hash is known (`_take_hash` fills it in), its source, its hash."""
-    hashing = _InThread(_hash_file, task.path or "")
+    hashing = InThread(_hash_file, task.path or "")
     parsed = ParsedFile(task.job_id, task.display, task.name, "", "", 0, seq=task.seq)
     return *_sniffed(parsed, FileSource(Path(task.path or ""), task.display)), hashing
 
 
-def _take_hash(parsed: ParsedFile, hashing: _InThread[tuple[str, int]]) -> None:
+def _take_hash(parsed: ParsedFile, hashing: InThread[tuple[str, int]]) -> None:
     """Wait for the hash of a file hashed while it parsed: its sha256, size and trace id; a file that
     could not be read to the end is an error (its staged rows are left out: they belong to no ok file)."""
     try:

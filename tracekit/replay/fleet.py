@@ -203,7 +203,7 @@ def _collect(outcomes: list[JobOutcome], settings: FleetSettings) -> FleetReplay
 
 def store(result: FleetReplay, dataset: str | Path) -> None:
     """Write the fleet's results into the dataset's replay tables, replacing what they held."""
-    from tracekit.dataset import Dataset
+    from tracekit.store.dataset import Dataset
 
     with Dataset(Path(dataset)).writing():
         _store(result, Dataset(Path(dataset)))
@@ -231,8 +231,8 @@ def run_fleet(
     """`tracekit replay --fleet`: every job replayed while the dataset's write lock is held (no ingest
     changes the jobs meanwhile), the tables written to OUT, then stored in the dataset."""
     from tracekit.api import TraceDataset
-    from tracekit.dataset import Dataset
     from tracekit.errors import DatasetError
+    from tracekit.store.dataset import Dataset
 
     with TraceDataset(dataset):  # a missing or unreadable dataset fails here, before any lock
         pass

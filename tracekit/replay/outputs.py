@@ -179,17 +179,14 @@ def _write_flows(flows: pl.DataFrame, out: Path, csv: bool) -> Path:
 
 
 def _write_duckdb(result: Replay, out: Path) -> Path:
-    import duckdb
-
-    from tracekit.dataset import STORAGE_VERSION
-    from tracekit.queries import catalog_statement, query_names
+    from tracekit.store import connect
+    from tracekit.store.queries import catalog_statement, query_names
 
     path = out / "replay.duckdb"
     path.unlink(missing_ok=True)
-    con = duckdb.connect()
+    con = connect.memory()
     try:
-        con.execute("SET enable_progress_bar = false")
-        con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS r (STORAGE_VERSION '{STORAGE_VERSION}')")
+        connect.attach(con, path, "r", storage_version=connect.STORAGE_VERSION)
         con.register("flows_frame", result.flows.to_arrow())
         con.register("collectives_frame", result.collectives.to_arrow())
         con.execute("CREATE TABLE r.flows AS SELECT * FROM flows_frame")

@@ -79,12 +79,12 @@ class ScopedDataset(TraceDataset):
         super().__init__(path)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        import duckdb
+        from tracekit.store import connect
 
-        con = duckdb.connect()
+        con = connect.memory()
         interrupts.watch(con)
-        con.execute("SET enable_progress_bar = false")
-        self.dataset.attach_read_only(con, "source")
+        # Where each table is read from: the file's, or an older format's stand-in (named unscoped_*).
+        source = self.dataset.attach_read_only(con, "source", prefix="unscoped_")
         con.execute(
             "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
             "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
@@ -99,15 +99,9 @@ class ScopedDataset(TraceDataset):
                 "until": self.scope.until.isoformat() if self.scope.until else None,
             },
         )
-        held = {
-            r[0]
-            for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'source'").fetchall()
-        }
         for table in TABLES:
-            if table not in held:
-                continue  # an earlier version's: rollups from the scoped collectives, replay tables empty
             where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM source.main.{table}{where}")
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source[table]}{where}")
         return con
 
 
@@ -265,7 +259,7 @@ def choose_period(first: datetime | date | None, last: datetime | date | None) -
 def classify_once(run: Runner) -> None:
     """Compute job_class once for the whole report: most queries read it, and it is the costly part of
     each (it reads every collective). The connection's job_class becomes a table of its rows."""
-    from tracekit.queries import catalog_statement
+    from tracekit.store.queries import catalog_statement
 
     began = time.perf_counter()
     con = run.ds.con

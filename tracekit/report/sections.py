@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.queries import query_comment
 from tracekit.report import charts, headlines
 from tracekit.report.data import JOBS_TABLE_ROWS
 from tracekit.report.format import Sentence, comm_name, human_bytes, human_count, names_list, percent
 from tracekit.report.page import Section, escape, slug, table_html
+from tracekit.store.queries import query_comment
 
 if TYPE_CHECKING:
     import polars as pl

@@ -11,8 +11,7 @@ files and a merge never rewrites more than a bounded amount. Readers list the fo
 (`read_parquet('DATASET/collectives/*.parquet')`); no file ever holds a row another holds.
 A run that replaces rows (a file read again replaces its error row, or its rows once its content
 changed; a job's whole-job `traces` rows are recomputed) rewrites only the earlier files that hold
-them. Datasets written before `traces` was appended have one `traces.parquet`; their next run moves
-its rows into `traces/`.
+them. (Datasets of format 5 and earlier have one `traces.parquet`: tracekit.store.migrations.)
 
 Everything here is written into the run's staging folder (`RunFiles`); its `Plan` says what moves
 into the dataset, and which files go, once the run has committed.
@@ -20,9 +19,12 @@ into the dataset, and which files go, once the run has committed.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tracekit.store.connect import sql_list, sql_path
 
 if TYPE_CHECKING:
     import duckdb
@@ -102,10 +104,10 @@ def write_appended(
         parts = []
         if small:
             parts.append(
-                f"SELECT * FROM read_parquet({_sql_list(small)})" + (f" WHERE NOT ({replaced})" if replaced else "")
+                f"SELECT * FROM read_parquet({sql_list(small)})" + (f" WHERE NOT ({replaced})" if replaced else "")
             )
         if small_new:
-            parts.append(f"SELECT * FROM read_parquet({_sql_list(small_new)})")
+            parts.append(f"SELECT * FROM read_parquet({sql_list(small_new)})")
         con.execute(
             f"COPY (SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY {ORDER[table]}) "
             f"TO '{sql_path(merged)}' ({_OPTIONS})"
@@ -126,7 +128,7 @@ def _drop_replaced(con: duckdb.DuckDBPyConnection, held: list[str], replaced: st
     those rows, to move over it: only these files are read whole."""
     if not held:
         return
-    query = f"SELECT DISTINCT filename FROM read_parquet({_sql_list(held)}, filename = true) WHERE {replaced}"
+    query = f"SELECT DISTINCT filename FROM read_parquet({sql_list(held)}, filename = true) WHERE {replaced}"
     for (path,) in con.execute(query).fetchall():
         rewritten = out / f"kept-{Path(path).name}"
         con.execute(
@@ -136,9 +138,11 @@ def _drop_replaced(con: duckdb.DuckDBPyConnection, held: list[str], replaced: st
         plan.moves.append((str(rewritten), path))
 
 
-def sql_path(path: Path | str) -> str:
-    return str(path).replace("'", "''")
-
-
-def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join(f"'{sql_path(p)}'" for p in paths) + "]"
+def apply_plan(plan: Plan) -> None:
+    """Move the run's files into place, then remove the files they replace (harmless twice)."""
+    for src, dst in plan.moves:
+        if os.path.exists(src):
+            Path(dst).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+    for path in plan.removals:
+        Path(path).unlink(missing_ok=True)

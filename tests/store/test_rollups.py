@@ -13,10 +13,10 @@ from polars.testing import assert_frame_equal
 import tracekit
 from tests.builders import write_et_job
 from tracekit.ingest import ingest
-from tracekit.queries import catalog_statement, query_names, query_params, rollup_query
 from tracekit.schema import ROLLUPS
+from tracekit.store.queries import query_names, query_params, rollup_query
 
-FROM_ROWS = Path(__file__).parent / "queries_from_rows"
+FROM_ROWS = Path(__file__).parents[1] / "queries_from_rows"
 PARAMS = {"start": "2020-01-01", "period_months": 3}
 
 
@@ -137,47 +137,6 @@ def test_every_run_keeps_the_rollups_in_step_for_the_jobs_it_touches(tmp_path: P
     second = _rollups(tmp_path / "ds")
     ranks = second["collective_ranks"].filter(pl.col("whole_job")).select("job_id", "ranks").rows()
     assert ranks == [("jobA", 4), ("jobB", 4)]
-
-
-@pytest.mark.parametrize("missing", [ROLLUPS, ("job_classes",)], ids=["no rollups", "no job_classes"])
-def test_a_dataset_without_rollups_gets_them_computed_then_stored(tmp_path: Path, missing: tuple[str, ...]) -> None:
-    """An earlier version's dataset (none of the rollups, or all but job_classes): views compute the
-    missing rollups until the next run stores them, and that run stores the queries that read them."""
-    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)])
-    ingest([tmp_path / "a"], tmp_path / "ds")
-    import duckdb
-
-    con = duckdb.connect(str(tmp_path / "ds" / "tracekit.duckdb"))
-    for name in query_names():
-        con.execute(f"DROP VIEW IF EXISTS {name}")
-        con.execute(f"DROP MACRO TABLE IF EXISTS {name}")
-    for rollup in missing:
-        con.execute(f"DROP TABLE {rollup}")
-    con.execute(catalog_statement("collective_wire_bytes"))
-    con.close()
-    with tracekit.open(tmp_path / "ds") as ds:
-        assert ds.query("job_class").pl()["job_id"].to_list() == ["jobA"]
-    write_et_job(tmp_path / "b" / "jobB", [0], [("BROADCAST", 8)])
-    ingest([tmp_path / "b"], tmp_path / "ds")
-    stored = _rollups(tmp_path / "ds")
-    assert stored["job_classes"]["job_id"].to_list() == ["jobA", "jobB"]
-
-
-def test_a_rollup_whose_columns_changed_is_recomputed_for_every_job(tmp_path: Path) -> None:
-    """A dataset written under an earlier rule (job_classes without the columns of this one): the next
-    run classifies every job again, not only those it touches."""
-    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)])
-    ingest([tmp_path / "a"], tmp_path / "ds")
-    import duckdb
-
-    con = duckdb.connect(str(tmp_path / "ds" / "tracekit.duckdb"))
-    con.execute("ALTER TABLE job_classes DROP COLUMN rule")
-    con.execute("UPDATE job_classes SET inferred_class = 'by the old rule'")
-    con.close()
-    write_et_job(tmp_path / "b" / "jobB", [0], [("BROADCAST", 8)])
-    ingest([tmp_path / "b"], tmp_path / "ds")
-    stored = _rollups(tmp_path / "ds")["job_classes"]
-    assert stored.select("job_id", "inferred_class", "rule").rows() == [("jobA", "ddp", 7), ("jobB", "other", 8)]
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ of a big file costs seconds whatever the run adds), which every reader replays, 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,11 +10,11 @@ import polars as pl
 import pytest
 
 import tracekit
-import tracekit.dataset
+import tracekit.store.commit
 from tests.builders import write_et_job
 from tests.cli.test_cli import DUCKDB
-from tracekit.dataset import DB_NAME, WAL_NAME
 from tracekit.ingest import ingest
+from tracekit.store.dataset import DB_NAME, WAL_NAME
 
 
 def _job(root: Path, name: str) -> Path:
@@ -41,7 +40,7 @@ def test_a_small_run_added_to_a_dataset_stays_in_the_write_ahead_log(tmp_path: P
 
 def test_a_run_past_the_log_limit_is_checkpointed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
-    monkeypatch.setattr(tracekit.dataset, "WAL_CHECKPOINT_BYTES", 0)
+    monkeypatch.setattr(tracekit.store.commit, "WAL_CHECKPOINT_BYTES", 0)
     ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
     assert not (tmp_path / "ds" / WAL_NAME).exists()
     assert _counts(tmp_path / "ds") == (2, 20)
@@ -80,7 +79,7 @@ def test_a_crash_between_the_swap_and_removing_the_old_log_is_finished_by_the_ne
     def crash(path: Path) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracekit.dataset, "_remove_replaced_log", crash)
+    monkeypatch.setattr(tracekit.store.commit, "remove_replaced_log", crash)
     with tracekit.open(tmp_path / "ds") as held:
         held.sql("select count(*) from jobs").fetchall()
         with pytest.raises(KeyboardInterrupt):
@@ -159,22 +158,10 @@ def test_a_run_rewrites_only_the_traces_files_holding_rows_it_replaces(tmp_path:
     assert after[error_file] != before[error_file]  # rewritten without the error row
 
 
-def test_a_dataset_with_one_traces_file_gets_its_rows_moved_into_traces_folder(tmp_path: Path) -> None:
-    """Datasets written while `traces` was one file rewritten per run (traces.parquet)."""
-    ingest([_job(tmp_path / "a", "jobA")], tmp_path / "ds")
-    folder = tmp_path / "ds" / "traces"
-    pl.read_parquet(folder / "*.parquet").write_parquet(tmp_path / "ds" / "traces.parquet")
-    shutil.rmtree(folder)
-    ingest([_job(tmp_path / "b", "jobB")], tmp_path / "ds")
-    assert not (tmp_path / "ds" / "traces.parquet").exists()
-    held, written = _table_and_files(tmp_path / "ds", "traces")
-    assert held == written and len(held) == 4
-
-
 def test_a_second_writer_is_told_what_holds_the_dataset(tmp_path: Path) -> None:
     # It said "another ingest" while a fleet replay held the lock (new-user pass).
-    from tracekit.dataset import Dataset
     from tracekit.errors import DatasetError
+    from tracekit.store.dataset import Dataset
 
     with Dataset(tmp_path / "ds").writing():
         with pytest.raises(DatasetError, match="an ingest or a fleet replay") as refused:

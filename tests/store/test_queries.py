@@ -14,11 +14,11 @@ from tests.cli.test_cli import DUCKDB
 from tracekit.errors import InputError
 from tracekit.ingest import ingest
 from tracekit.parsers.common.values import MAX_RANKS
-from tracekit.queries import load_query, query_call, query_header, query_names, query_param_specs, query_params
 from tracekit.replay import Placement
 from tracekit.replay.fleet import FleetSettings, replay_fleet, store
+from tracekit.store.queries import load_query, query_call, query_header, query_names, query_param_specs, query_params
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0, "job_id": "moe_alltoall", "ranks_per_cell": 1}
 
 

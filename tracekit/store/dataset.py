@@ -1,0 +1,282 @@
+"""A tracekit dataset on disk: one DuckDB file plus Parquet for every table, committed atomically.
+
+Layout of DATASET/:
+    tracekit.duckdb     every table, by name (opens in the DuckDB shell), and every shipped query
+    *.parquet, traces/, collectives/ and ops/*.parquet  the same rows as Parquet (tracekit.store.parquet_files)
+
+The DuckDB file holds its own copy of the data, so the dataset keeps working when the folder is
+moved or copied (views over Parquet paths would not). A run writes its rows into the DuckDB file in
+one transaction, so adding to a big dataset costs what the run adds, not what the dataset holds;
+the transaction's COMMIT is the commit point. A run killed before it leaves the dataset as it was
+(DuckDB's write-ahead log keeps only committed transactions). A run that leaves less than
+`WAL_CHECKPOINT_BYTES` in the log (tracekit.duckdb.wal) leaves it there: every reader replays it,
+the DuckDB 1.5 shell too, and a checkpoint of a fleet-sized file costs seconds however little the
+run added (6.6 CPU seconds for one row on the 30,000-job dataset); a later run checkpoints.
+The run's Parquet files are written in DATASET/.staging/ before the commit and moved into place
+after it; a run killed in between is finished by the next one (`recover`). Ctrl-C (SIGINT) waits
+while the commit and the moves run, so it never splits them.
+
+DuckDB lets one process write a database file while no other process has it open. When another
+program reads the dataset (a notebook's `tracekit.open`, a report being rendered), the run writes a
+copy of the DuckDB file (and its log) in staging instead, checkpoints it and swaps it in with one
+rename, then removes the log it replaced (a run killed in between: `recover` removes it): that
+costs a copy of the file, and readers keep reading the dataset they opened. The DuckDB file is written in a storage
+format that the DuckDB 1.5 shell reads.
+
+Readers never need a lock of their own beyond DuckDB's shared one (`attach_read_only`): while
+another process holds the file read-write, a reader opens a snapshot (tracekit.store.snapshot).
+A reader of an older format is shown it as this format, in memory (tracekit.store.migrations).
+The commit itself is tracekit.store.commit.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.errors import DatasetError
+from tracekit.schema import arrow_schema
+from tracekit.store import connect, dataset_format, migrations
+from tracekit.store.parquet_files import Plan, apply_plan
+from tracekit.store.snapshot import attach_snapshot
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+
+DB_NAME = "tracekit.duckdb"
+WAL_NAME = DB_NAME + ".wal"
+# A run that leaves more than this in DuckDB's write-ahead log checkpoints it into the file.
+WAL_CHECKPOINT_BYTES = 16 << 20
+STAGING = ".staging"
+COMMIT_MARKER = "COMMIT.json"
+# The tables every dataset tracekit wrote has (the rollups came later: see tracekit.store.dataset_format).
+CORE_TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
+
+
+class Dataset:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        # The run whose commit point this object passed: its staging folder must survive a failure
+        # after that point, for `recover` to finish the moves.
+        self.committed_run: str | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def staging_root(self) -> Path:
+        return self.root / STAGING
+
+    @property
+    def wal_path(self) -> Path:
+        return self.root / WAL_NAME
+
+    def exists(self) -> bool:
+        return self.db_path.is_file()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the dataset's write lock; finish or discard an earlier interrupted run first."""
+        if self.root.exists() and not self.root.is_dir():
+            raise DatasetError(f"{self.root}: exists and is not a folder")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = open(self.root / ".lock", "w")
+        except OSError as exc:
+            raise DatasetError(f"{self.root}: cannot write ({exc.strerror})") from exc
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise DatasetError(
+                    f"{self.root}: another tracekit command (an ingest or a fleet replay) is writing this dataset: "
+                    "run again when it is done"
+                ) from exc
+            self.recover()
+            yield
+
+    def new_staging(self, run_id: str) -> Path:
+        path = self.staging_root / run_id
+        path.mkdir(parents=True)
+        return path
+
+    def recover(self) -> None:
+        """Finish the file moves of a committed run, drop the staging of uncommitted ones."""
+        if not self.staging_root.is_dir():
+            return
+        for marker in self.staging_root.glob(f"*/{COMMIT_MARKER}"):
+            plan = json.loads(marker.read_text())
+            if plan.get("db_inode") is not None and inode(self.db_path) == plan["db_inode"]:
+                remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
+        committed = self._committed_runs()
+        for staging in self.staging_root.iterdir():
+            marker = staging / COMMIT_MARKER
+            if marker.is_file():
+                plan = json.loads(marker.read_text())
+                if plan["run_id"] in committed:
+                    apply_plan(Plan(plan["moves"], plan.get("removals", [])))
+            self.discard(staging)
+
+    def _committed_runs(self) -> set[str]:
+        if not self.exists():
+            return set()
+        with self.connect() as con:
+            return {r[0] for r in con.execute("select run_id from runs").fetchall()}
+
+    def connect(
+        self, read_only: bool = True, advice: str = "close it or use --out elsewhere"
+    ) -> duckdb.DuckDBPyConnection:
+        """A connection to the DuckDB file itself (for the ingest that writes it; readers use
+        `attach_read_only`), checked to be a tracekit dataset. Read-only, a dataset of an older
+        format is shown as this one (tracekit.store.migrations.present)."""
+        import duckdb
+
+        try:
+            con = connect.open_file(self.db_path, read_only)
+        except duckdb.Error as exc:
+            holder = connect.holder(exc)
+            if holder is not None:
+                raise DatasetError(f"{self.root}: the dataset is open in another program ({holder}): {advice}") from exc
+            raise self._unusable(exc) from exc
+        try:
+            catalog = connect.current(con)
+            self._check_tables(con, catalog)
+            if read_only:
+                self.present(con, catalog)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def attach_read_only(self, con: duckdb.DuckDBPyConnection, alias: str, prefix: str = "") -> dict[str, str]:
+        """Attach the committed dataset to `con` as `alias`, read-only: the file itself, or, while
+        another process holds it read-write, a snapshot of it (tracekit.store.snapshot). Returns
+        where to read each table from (`present`)."""
+        import duckdb
+
+        try:
+            connect.attach(con, self.db_path, alias, read_only=True)
+        except duckdb.Error as exc:
+            holder = connect.holder(exc)
+            if holder is None:
+                raise self._unusable(exc) from exc
+            attach_snapshot(con, self.db_path, self.wal_path, alias, holder)
+        try:
+            self._check_tables(con, alias)
+            return self.present(con, alias, prefix)
+        except BaseException:
+            con.execute(f"DETACH {alias}")
+            raise
+
+    def present(self, con: duckdb.DuckDBPyConnection, catalog: str, prefix: str = "") -> dict[str, str]:
+        """Show a reader the dataset attached as `catalog` as this format, in memory: where it is of an
+        older one, temporary stand-ins named `prefix` + table (the file is never written). Returns
+        where to read each table from."""
+        found = dataset_format.read(con, catalog, self.root)
+        if found > dataset_format.FORMAT:
+            raise newer_format(self.root, found)
+        return migrations.present(con, catalog, self.root, found, prefix)
+
+    def _unusable(self, exc: BaseException) -> DatasetError:
+        """The error for a DuckDB file that cannot be opened, for a reason other than another holder."""
+        text = str(exc)
+        if "not a valid DuckDB database file" in text:
+            empty = size(self.db_path) == 0
+            return DatasetError(
+                f"{self.db_path}: not a tracekit dataset ({'an empty file' if empty else 'not a DuckDB database file'})"
+            )
+        return DatasetError(f"{self.db_path}: cannot open ({connect.first_line(exc)})")
+
+    def _check_tables(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
+        """DatasetError unless the database attached as `catalog` has tracekit's tables."""
+        found = connect.objects(con, catalog)
+        missing = [table for table in CORE_TABLES if table not in found]
+        if missing:
+            noun = "table" if len(missing) == 1 else "tables"
+            raise DatasetError(f"{self.db_path}: not a tracekit dataset (no {', '.join(missing)} {noun})")
+
+    def query_rows(
+        self, sql: str, params: list[Any], con: duckdb.DuckDBPyConnection | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows of a query against the committed dataset, as dicts; none when there is no dataset.
+
+        `con`: a connection from `connect` to use (one is opened and closed otherwise)."""
+        if con is None:
+            if not self.exists():
+                return []
+            with self.connect() as opened:
+                return self.query_rows(sql, params, opened)
+        cursor = con.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def rows_by_job(
+        self, table: str, job_ids: list[str], con: duckdb.DuckDBPyConnection | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The committed rows of `table` for each of `job_ids` (one query for all of them)."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        rows = self.query_rows(f"select * from {table} where job_id in (select unnest(?::VARCHAR[]))", [job_ids], con)
+        for row in rows:
+            grouped.setdefault(row["job_id"], []).append(row)
+        return grouped
+
+    def replace_tables(self, tables: dict[str, pa.Table]) -> None:
+        """Replace each named table of the DuckDB file with the rows given (declared types), in one
+        transaction: all or nothing. The caller holds `writing()`."""
+        con = self.connect(read_only=False)
+        try:
+            con.execute("BEGIN")
+            for name, rows in tables.items():
+                con.register("incoming", rows.cast(arrow_schema(name)))
+                con.execute(f"DROP TABLE IF EXISTS {name}")
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM incoming")
+                con.unregister("incoming")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+
+    def discard(self, staging: Path) -> None:
+        """Remove a run's staging folder (and the staging root once empty)."""
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            self.staging_root.rmdir()
+        except OSError:
+            pass
+
+
+def newer_format(root: Path, found: int) -> DatasetError:
+    """The error for a dataset that a later tracekit wrote, in a format this one does not know."""
+    return DatasetError(
+        f"{root}: written by a later tracekit (dataset format {found}; this one reads formats up to "
+        f"{dataset_format.FORMAT}): upgrade tracekit to read it"
+    )
+
+
+def remove_replaced_log(wal: Path) -> None:
+    """The log of a DuckDB file that a checkpointed copy replaced (DuckDB refuses to open the pair)."""
+    wal.unlink(missing_ok=True)
+
+
+def inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
