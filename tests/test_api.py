@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import polars as pl
@@ -13,10 +14,12 @@ import pytest
 import tracekit
 import tracekit.store.snapshot
 from tests.builders import foreign_database, write_et_job
-from tests.conftest import duckdb_shell, needs_duckdb_shell
+from tests.conftest import SAMPLE_TRACES, duckdb_shell, needs_duckdb_shell
 from tracekit.api import CollectiveTotal, DatasetSummary
 from tracekit.errors import DatasetError, InputError
 from tracekit.ingest import ingest
+
+CAPTURED = SAMPLE_TRACES / "captured"
 
 
 @pytest.fixture
@@ -157,3 +160,30 @@ def test_tracekit_ingest_stays_callable_once_its_package_is_imported(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2"
+
+
+def test_a_scope_shows_only_the_selected_jobs_in_every_table_and_query(tmp_path: Path) -> None:
+    from tracekit.scope import Scope
+
+    manifest = tmp_path / "manifest.csv"
+    rows = [("ddp_mlp", "ddp:mlp", "2024-03-01"), ("fsdp_mlp", "fsdp:mlp", "2024-07-01"),
+            ("moe_alltoall", "moe:mlp", "2024-07-15"), ("pipeline_p2p", None, "2023-12-01")]  # fmt: skip
+    manifest.write_text(
+        "job_id,path,label,started_at\n"
+        + "".join(f"{j},{CAPTURED / j},{label or ''},{at}\n" for j, label, at in rows)
+    )
+    assert ingest([CAPTURED], tmp_path / "ds", manifest=manifest).ok
+    cases = {
+        Scope(labels=("fsdp", "moe:mlp")): ["fsdp_mlp", "moe_alltoall"],
+        Scope(since=date(2024, 7, 1)): ["fsdp_mlp", "moe_alltoall"],
+        Scope(until=date(2024, 7, 1)): ["ddp_mlp", "pipeline_p2p"],
+        Scope(jobs=("pipeline_p2p",)): ["pipeline_p2p"],
+        Scope(jobs=("ddp_mlp", "fsdp_mlp"), labels=("fsdp",)): ["fsdp_mlp"],
+        Scope(): ["ddp_mlp", "fsdp_mlp", "moe_alltoall", "pipeline_p2p"],
+    }
+    for scope, expected in cases.items():
+        with tracekit.open(tmp_path / "ds", scope=scope) as ds:
+            assert [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()] == expected, scope
+            assert {r[0] for r in ds.sql("select distinct job_id from collectives").fetchall()} == set(expected)
+            assert sorted(r["job_id"] for r in ds.query("job_overview").pl().to_dicts()) == expected
+            assert ds.sql("select count(*) from runs").fetchall() == [(1,)]  # runs are not a job's

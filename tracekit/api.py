@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit import interrupts
 from tracekit.errors import DatasetError, OutputError
 from tracekit.schema import TABLES
+from tracekit.scope import Scope
 from tracekit.store.dataset import Dataset
 from tracekit.store.summary import CollectiveTotal, DatasetSummary, summarize
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-__all__ = ["CollectiveTotal", "DatasetSummary", "TraceDataset", "open", "write_parquet"]
+__all__ = ["CollectiveTotal", "DatasetSummary", "Scope", "ScopedDataset", "TraceDataset", "open", "write_parquet"]
 
 
 class TraceDataset:
@@ -131,6 +132,38 @@ def write_parquet(relation: duckdb.DuckDBPyRelation, path: str | Path) -> None:
         raise OutputError(f"{path}: cannot write ({reason})") from exc
 
 
-def open(path: str | Path) -> TraceDataset:  # noqa: A001 - mirrors builtins.open on purpose
-    """Open the dataset that `tracekit ingest` wrote at `path`."""
-    return TraceDataset(path)
+class ScopedDataset(TraceDataset):
+    """A dataset seen through a scope (tracekit.scope.Scope): its tables hold only the selected jobs'
+    rows (`runs` whole), and so does every query on them."""
+
+    def __init__(self, path: str | Path, scope: Scope) -> None:
+        self.scope = scope
+        super().__init__(path)
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        from tracekit.store import connect
+
+        con = connect.memory()
+        interrupts.watch(con)
+        # Where each table is read from: the file's, or an older format's stand-in (named unscoped_*).
+        source = self.dataset.attach_read_only(con, "source", prefix="unscoped_")
+        con.execute(
+            "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
+            "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
+            "AND (len($labels) = 0 OR list_contains($labels, label) "
+            "     OR list_contains($labels, split_part(label, ':', 1))) "
+            "AND ($since IS NULL OR started_at >= CAST($since AS TIMESTAMPTZ)) "
+            "AND ($until IS NULL OR started_at < CAST($until AS TIMESTAMPTZ))",
+            self.scope.parameters(),
+        )
+        for table in TABLES:
+            where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source[table]}{where}")
+        return con
+
+
+def open(path: str | Path, scope: Scope | None = None) -> TraceDataset:  # noqa: A001 - mirrors builtins.open
+    """Open the dataset that `tracekit ingest` wrote at `path`; with `scope`, only the jobs it selects."""
+    if scope is None or scope.is_everything():
+        return TraceDataset(path)
+    return ScopedDataset(path, scope)

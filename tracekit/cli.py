@@ -642,6 +642,9 @@ def replay(
     ] = False,
     workers: FleetWorkers = None,
     executor: FleetExecutor = None,
+    label: LabelOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")] = False,
 ) -> None:
     """Decompose a job's collectives into the flows NCCL sends, traffic matrices and simulator inputs.
@@ -652,13 +655,14 @@ def replay(
     collectives.parquet, matrix_{gpu,host,rack}.parquet, indicators.parquet, burstiness.parquet,
     replay.duckdb (queries/replay/*.sql as views) and replay.json, plus OUT/hpcc/, OUT/htsim/ or
     OUT/astra/ for each --format, each with a run.sh. OUT is replaced whole, and only when it is empty
-    or holds an earlier replay.
+    or holds an earlier replay. With --fleet, --job, --label, --since and --until select the jobs
+    replayed (as the report's do), and only their rows of replay_jobs and replay_fabrics are replaced.
     Exit code 0: done; 2: unknown job, bad placement, fabric or log, or a limit passed (the message says
     which); 3: no such dataset, or OUT cannot be written; 130: interrupted (OUT unchanged).
     """
     from rich.console import Console
 
-    from tracekit.errors import TracekitError
+    from tracekit.errors import InputError, TracekitError
 
     console = Console(stderr=True)
     wanted = [str(f) for f in formats or ["flows"]]
@@ -671,11 +675,14 @@ def replay(
         where = _placement(placement, gpus_per_host, hosts_per_rack, nics_per_host, nic_gbps, cross_nic)
         options = _nccl_options(channels, qps_per_connection, pxn, protocol, gpu_arch, nccl_log, in_network_reduction)
         network = _fabric(fabric)
+        if not fleet and (label or since or until):
+            raise InputError("--label, --since and --until select the jobs of --fleet; one job is named with --job")
         if fleet:
             from tracekit.replay.fleet import FleetSettings, default_fabrics
 
             settings = FleetSettings(where, options, str(algorithm), default_fabrics(), max_flows=max_flows)
-            _replay_fleet(console, dataset, out, settings, executor, workers, quiet)
+            scope = _scope([job] if job else None, label, since, until)
+            _replay_fleet(console, dataset, out, settings, executor, workers, quiet, scope)
             return
         with _counter(console, quiet, "replay", "collectives") as advance:
             result = run_replay(dataset, job, str(algorithm), where, options, max_flows=max_flows, progress=advance)
@@ -695,15 +702,16 @@ def replay(
 
 
 def _replay_fleet(
-    console: Console, dataset: Path, out: Path, settings: Any, executor: str | None, workers: int | None, quiet: bool
-) -> None:
+    console: Console, dataset: Path, out: Path, settings: Any, executor: str | None, workers: int | None, quiet: bool,
+    scope: Any,
+) -> None:  # fmt: skip
     from tracekit.errors import DatasetError
     from tracekit.executors import check
-    from tracekit.replay.fleet import job_count, run_fleet
+    from tracekit.replay.fleet import job_ids, run_fleet
 
     check(executor)
-    with _counter(console, quiet, "fleet replay", "jobs", total=job_count(dataset)) as advance:
-        run = run_fleet(dataset, out, settings, executor, workers, advance)
+    with _counter(console, quiet, "fleet replay", "jobs", total=len(job_ids(dataset, scope))) as advance:
+        run = run_fleet(dataset, out, settings, executor, workers, advance, scope)
     result = run.result
     for job, why in result.skipped:
         console.print(f"[yellow]skipped[/yellow] job {_escape(job)}: {_escape(why)}", highlight=False, soft_wrap=True)
@@ -998,6 +1006,22 @@ def _dataset_or_samples(dataset: Path | None, console: Console) -> Path:
     return sample_dataset(lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True))
 
 
+# The selection of jobs that report, query and replay --fleet share (tracekit.scope.Scope).
+LabelOpt = Annotated[
+    list[str] | None,
+    typer.Option("--label", help="Only jobs with this label, or this class part of a 'class:model' label."),
+]
+SinceOpt = Annotated[str | None, typer.Option(help="Only jobs started on or after this date (YYYY-MM-DD).")]
+UntilOpt = Annotated[str | None, typer.Option(help="Only jobs started before this date (YYYY-MM-DD).")]
+JobsOpt = Annotated[list[str] | None, typer.Option("--job", help="Only this job (repeat for several).")]
+
+
+def _scope(jobs: list[str] | None, labels: list[str] | None, since: str | None, until: str | None) -> Any:
+    from tracekit.scope import Scope
+
+    return Scope(tuple(jobs or ()), tuple(labels or ()), _date(since, "--since"), _date(until, "--until"))
+
+
 def _date(value: str | None, option: str) -> Any:
     from datetime import date
 
@@ -1022,12 +1046,9 @@ def report(
         list[str] | None,
         typer.Option("--job", help="Only this job, with a section of its own (repeat for several)."),
     ] = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option("--label", help="Only jobs with this label, or this class part of a 'class:model' label."),
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="Only jobs started on or after this date (YYYY-MM-DD).")] = None,
-    until: Annotated[str | None, typer.Option(help="Only jobs started before this date (YYYY-MM-DD).")] = None,
+    label: LabelOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
     compare: Annotated[
         str | None,
         typer.Option(help="Put another DATASET, or a period SINCE..UNTIL of this one, side by side with it."),
@@ -1051,9 +1072,9 @@ def report(
 
     console = Console(stderr=True)
     try:
-        from tracekit.report import Scope, build_report
+        from tracekit.report import build_report
 
-        scope = Scope(tuple(job or ()), tuple(label or ()), _date(since, "--since"), _date(until, "--until"))
+        scope = _scope(job, label, since, until)
         path = _dataset_or_samples(dataset, console)
         with _steps(console) as progress:
             result = build_report(
@@ -1106,12 +1127,19 @@ def query(
         OutputFormat, typer.Option("--format", "-f", help="table (on screen), csv, json or parquet.")
     ] = OutputFormat.table,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file instead of the screen.")] = None,
+    job: JobsOpt = None,
+    label: LabelOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
 ) -> None:
     """Run one of the shipped queries (queries/*.sql) on a dataset and print or save its rows.
 
     Example: tracekit query collective_mix_by_class sample.dataset
     Example: tracekit query group_size_trend sample.dataset -p start=2023-01-01 -p period_months=3 -f csv
-    Exit code 0: done; 2: unknown query or parameter; 3: no such dataset, or the file cannot be written.
+    Example: tracekit query message_size_percentiles sample.dataset --label fsdp --since 2024-06-01
+    --job, --label, --since and --until select the jobs the query reads, as the report's do.
+    Exit code 0: done; 2: unknown query or parameter, or a bad date; 3: no such dataset, or the file
+    cannot be written.
     """
     from rich.console import Console
 
@@ -1124,7 +1152,8 @@ def query(
         from tracekit.api import open as open_dataset
 
         params = dict(_param(p) for p in param or [])
-        with open_dataset(_dataset_or_samples(dataset, console)) as ds:
+        scope = _scope(job, label, since, until)
+        with open_dataset(_dataset_or_samples(dataset, console), scope) as ds:
             relation = ds.query(name, params)
             _write_rows(relation, output_format, out)
     except TracekitError as exc:

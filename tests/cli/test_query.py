@@ -155,3 +155,23 @@ def test_csv_keeps_every_digit_of_a_float(tmp_path: Path) -> None:
     printed = [row["wire_bytes"] for row in csv.DictReader(io.StringIO(result.stdout))]
     assert sorted(float(value) for value in printed) == expected
     assert "20940288" in result.stdout and "e+" not in result.stdout
+
+
+def test_query_reads_only_the_jobs_its_scope_selects(tmp_path: Path) -> None:
+    from tests.builders import write_et_job
+    from tracekit.ingest import ingest
+
+    write_et_job(tmp_path / "in" / "early", [0, 1], [("ALL_REDUCE", 1 << 20)])
+    write_et_job(tmp_path / "in" / "late", [0, 1], [("ALL_GATHER", 1 << 10)])
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"job_id,path,label,started_at\nearly,{tmp_path / 'in' / 'early'},ddp:a,2024-01-10\n"
+                        f"late,{tmp_path / 'in' / 'late'},fsdp:b,2024-09-01\n")  # fmt: skip
+    assert ingest([tmp_path / "in"], tmp_path / "ds", manifest=manifest).ok
+    cases = [(["--label", "fsdp"], ["late"]), (["--until", "2024-06-01"], ["early"]),
+             (["--job", "early", "--job", "late"], ["early", "late"]), ([], ["early", "late"])]  # fmt: skip
+    for options, expected in cases:
+        result = cli("query", "job_overview", tmp_path / "ds", "-f", "json", *options)
+        assert result.returncode == 0, result.stderr
+        assert sorted(r["job_id"] for r in json.loads(result.stdout)) == expected, options
+    bad = cli("query", "job_overview", tmp_path / "ds", "--since", "June")
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: --since June: not a date (YYYY-MM-DD)"

@@ -95,6 +95,26 @@ def test_replay_fleet_stores_the_tables_sql_reads_and_a_second_run_replaces_them
     assert on_disk.height == 4 and (tmp_path / "out" / "replay.json").is_file()
 
 
+def test_a_fleet_replay_of_some_jobs_replaces_only_their_rows(fleet_dataset: Path, tmp_path: Path) -> None:
+    settings = FleetSettings(PLACEMENT, fabrics=FABRICS[:1], seeds=1)
+    store(replay_fleet(fleet_dataset, settings, workers=1), fleet_dataset)
+    with tracekit.open(fleet_dataset) as ds:
+        before = ds.frame("replay_jobs").sort("job_id")
+    done = run("replay", fleet_dataset, "--fleet", "--job", "ddp_mlp", "-o", tmp_path / "out", "--gpus-per-host", "4")
+    assert done.returncode == 0, done.stderr
+    assert "1 jobs replayed (0 skipped)" in done.stderr
+    with tracekit.open(fleet_dataset) as ds:
+        after = ds.frame("replay_jobs").sort("job_id")
+        fabrics = {r[0] for r in ds.sql("select distinct job_id from replay_fabrics").fetchall()}
+    assert after["job_id"].to_list() == before["job_id"].to_list() and len(fabrics) == 4
+    others = pl.col("job_id") != "ddp_mlp"
+    assert_frame_equal(after.filter(others), before.filter(others))
+    mine = after.filter(~others).row(0, named=True)
+    assert mine["settings"] != before.filter(~others).row(0, named=True)["settings"]  # 4 GPUs per host now
+    refused = run("replay", fleet_dataset, "--label", "ddp", "-o", tmp_path / "o2")
+    assert refused.returncode == 2 and "--fleet" in refused.stderr
+
+
 def test_an_ingest_drops_the_replay_rows_of_the_jobs_it_touches(fleet_dataset: Path) -> None:
     settings = FleetSettings(PLACEMENT, fabrics=FABRICS[:1], seeds=1)
     store(replay_fleet(fleet_dataset, settings, workers=1), fleet_dataset)

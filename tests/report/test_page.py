@@ -12,9 +12,10 @@ import pytest
 
 from tests.conftest import SampleRun, run_tracekit
 from tracekit.report import render_report
-from tracekit.report.data import Scope, choose_period
+from tracekit.report.data import choose_period
 from tracekit.report.format import human_bytes, percent, ratio
 from tracekit.report.page import VENDOR, script_json
+from tracekit.scope import Scope
 
 SPECS = re.compile(r'<script type="application/json" id="tracekit-specs">(.*?)</script>', re.S)
 

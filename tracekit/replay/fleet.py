@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.fabric.topology import FabricSpec
+    from tracekit.scope import Scope
+    from tracekit.store.dataset import Dataset
 
 # What a fleet replay times every job on unless told: a plain two-tier Clos and a rail-optimised
 # fabric (tracekit.fabric.presets), each under ECMP and spraying.
@@ -133,15 +135,15 @@ def replay_fleet(
     workers: int | None = None,
     jobs: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    scope: Scope | None = None,
 ) -> FleetReplay:
-    """Every job of `dataset` (or those of `jobs`) replayed and timed (see the module docstring);
-    `progress` is called with the number of jobs done after each chunk."""
+    """Every job of `dataset` (or those of `jobs`, or those `scope` selects) replayed and timed (see the
+    module docstring); `progress` is called with the number of jobs done after each chunk."""
     from tracekit.api import TraceDataset
     from tracekit.executors import open_executor
 
     settings = settings or FleetSettings()
-    with TraceDataset(dataset) as ds:
-        names = jobs if jobs is not None else [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
+    names = jobs if jobs is not None else job_ids(dataset, scope)
     chunks = [names[i : i + CHUNK_JOBS] for i in range(0, len(names), CHUNK_JOBS)]
     outcomes: list[JobOutcome] = []
     workers = workers or min(os.cpu_count() or 1, 8)
@@ -165,11 +167,12 @@ def replay_fleet(
 _OPEN: dict[str, Any] = {}
 
 
-def job_count(dataset: str | Path) -> int:
-    from tracekit.api import TraceDataset
+def job_ids(dataset: str | Path, scope: Scope | None = None) -> list[str]:
+    """The jobs a fleet replay of `dataset` covers: all, or those `scope` selects."""
+    import tracekit.api
 
-    with TraceDataset(dataset) as ds:
-        return int(ds.sql("select count(*) from jobs").fetchall()[0][0])
+    with tracekit.api.open(dataset, scope) as ds:
+        return [r[0] for r in ds.sql("select job_id from jobs order by 1").fetchall()]
 
 
 def _replay_chunk(dataset: str, jobs: list[str], settings: FleetSettings) -> list[JobOutcome]:
@@ -201,16 +204,28 @@ def _collect(outcomes: list[JobOutcome], settings: FleetSettings) -> FleetReplay
     return FleetReplay(jobs, fabrics, skipped, settings)
 
 
-def store(result: FleetReplay, dataset: str | Path) -> None:
-    """Write the fleet's results into the dataset's replay tables, replacing what they held."""
+def store(result: FleetReplay, dataset: str | Path, scope: Scope | None = None) -> None:
+    """Write the fleet's results into the dataset's replay tables: in place of what they held, or with
+    `scope`, in place of the rows of the jobs it selects (the others' rows kept)."""
     from tracekit.store.dataset import Dataset
 
     with Dataset(Path(dataset)).writing():
-        _store(result, Dataset(Path(dataset)))
+        _store(result, Dataset(Path(dataset)), scope)
 
 
-def _store(result: FleetReplay, dataset: Any) -> None:
-    dataset.replace_tables({"replay_jobs": result.jobs.to_arrow(), "replay_fabrics": result.fabrics.to_arrow()})
+def _store(result: FleetReplay, dataset: Dataset, scope: Scope | None) -> None:
+    import polars as pl
+
+    from tracekit.api import TraceDataset
+
+    tables = {"replay_jobs": result.jobs, "replay_fabrics": result.fabrics}
+    if scope is not None and not scope.is_everything():
+        covered = [*result.jobs["job_id"].to_list(), *(job for job, _ in result.skipped)]
+        with TraceDataset(dataset.root) as whole:
+            for name, new in tables.items():
+                kept = whole.frame(name).filter(~pl.col("job_id").is_in(covered))
+                tables[name] = pl.concat([kept.select(new.columns).cast(dict(new.schema)), new], how="vertical")
+    dataset.replace_tables({name: frame.to_arrow() for name, frame in tables.items()})
 
 
 @dataclass
@@ -227,9 +242,11 @@ def run_fleet(
     executor: str | None = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    scope: Scope | None = None,
 ) -> FleetRun:
-    """`tracekit replay --fleet`: every job replayed while the dataset's write lock is held (no ingest
-    changes the jobs meanwhile), the tables written to OUT, then stored in the dataset."""
+    """`tracekit replay --fleet`: every job (or those `scope` selects) replayed while the dataset's write
+    lock is held (no ingest changes the jobs meanwhile), the tables written to OUT, then stored in the
+    dataset (with `scope`, in place of those jobs' rows only)."""
     from tracekit.api import TraceDataset
     from tracekit.errors import DatasetError
     from tracekit.store.dataset import Dataset
@@ -240,10 +257,10 @@ def run_fleet(
     with where.writing():
         # another program writing it: say so now, not after the work
         where.connect(read_only=False, advice="close it (a shell reading it: duckdb -readonly) and run again").close()
-        result = replay_fleet(dataset, settings, executor, workers, progress=progress)
+        result = replay_fleet(dataset, settings, executor, workers, progress=progress, scope=scope)
         files = write_fleet(result, out)
         try:
-            _store(result, where)
+            _store(result, where, scope)
         except DatasetError as exc:
             return FleetRun(result, files, str(exc))
     return FleetRun(result, files, None)

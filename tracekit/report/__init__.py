@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracekit.report.data import ReportStep, Scope, Steps
+from tracekit.report.data import ReportStep, Steps
 from tracekit.report.page import Section
+from tracekit.scope import Scope
 
 __all__ = ["ReportResult", "ReportStep", "Scope", "build_report", "render_report"]
 
@@ -54,8 +55,9 @@ def render_report(
     `progress` is called with each step done (a `ReportStep`: stage, done, total).
     """
     from tracekit._version import __version__
+    from tracekit.api import open as open_dataset
     from tracekit.report import page, sections
-    from tracekit.report.data import load_fleet, load_report, open_dataset
+    from tracekit.report.data import load_fleet, load_report
 
     began = time.perf_counter()
     scope = scope or Scope()

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import InputError
 from tracekit.report import headlines
 from tracekit.report.charts import style
-from tracekit.report.data import TREND_MIN_JOBS, Scope
+from tracekit.report.data import TREND_MIN_JOBS
 from tracekit.report.format import Num, Sentence, comm_name, fmax, fmin, human_bytes, human_count, percent, ratio
 from tracekit.report.page import Figure, Section, table_html
+from tracekit.scope import Scope
 
 if TYPE_CHECKING:
     import polars as pl

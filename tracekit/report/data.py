@@ -13,16 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit import interrupts
 from tracekit.api import TraceDataset
 from tracekit.errors import InputError
-from tracekit.schema import TABLES
+from tracekit.scope import Scope
 
 if TYPE_CHECKING:
-    import duckdb
     import polars as pl
 
 # Per-job sections: at most this many jobs chosen by the report (the user's --job list is not capped
@@ -40,76 +37,6 @@ TREND_MIN_JOBS = 10
 # A job section replays the job (tracekit.replay, default placement: 8 GPUs per host) for its host x
 # host traffic matrix when that takes at most this many flows; `tracekit replay` does bigger jobs.
 REPLAY_MAX_FLOWS = 2_000_000
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which jobs a report covers: all of them, or those matching every filter given."""
-
-    jobs: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
-    since: date | None = None
-    until: date | None = None
-
-    def is_everything(self) -> bool:
-        return not (self.jobs or self.labels or self.since or self.until)
-
-    def describe(self) -> str:
-        parts = []
-        if self.jobs:
-            parts.append(f"jobs {', '.join(self.jobs)}")
-        if self.labels:
-            parts.append(f"labels {', '.join(self.labels)}")
-        if self.since:
-            parts.append(f"started on or after {self.since.isoformat()}")
-        if self.until:
-            parts.append(f"started before {self.until.isoformat()}")
-        return "; ".join(parts) if parts else "all jobs"
-
-
-class ScopedDataset(TraceDataset):
-    """A dataset seen through a scope: its tables hold only the selected jobs' rows.
-
-    A label filter matches a job's label, or the class part of a 'class:model' label; --since and
-    --until compare jobs.started_at (a job without a start time is left out when either is given).
-    """
-
-    def __init__(self, path: str | Path, scope: Scope) -> None:
-        self.scope = scope
-        super().__init__(path)
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        from tracekit.store import connect
-
-        con = connect.memory()
-        interrupts.watch(con)
-        # Where each table is read from: the file's, or an older format's stand-in (named unscoped_*).
-        source = self.dataset.attach_read_only(con, "source", prefix="unscoped_")
-        con.execute(
-            "CREATE TEMP TABLE scope_jobs AS SELECT job_id FROM source.main.jobs "
-            "WHERE (len($jobs) = 0 OR list_contains($jobs, job_id)) "
-            "AND (len($labels) = 0 OR list_contains($labels, label) "
-            "     OR list_contains($labels, split_part(label, ':', 1))) "
-            "AND ($since IS NULL OR started_at >= CAST($since AS TIMESTAMPTZ)) "
-            "AND ($until IS NULL OR started_at < CAST($until AS TIMESTAMPTZ))",
-            {
-                "jobs": list(self.scope.jobs),
-                "labels": list(self.scope.labels),
-                "since": self.scope.since.isoformat() if self.scope.since else None,
-                "until": self.scope.until.isoformat() if self.scope.until else None,
-            },
-        )
-        for table in TABLES:
-            where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source[table]}{where}")
-        return con
-
-
-def open_dataset(path: str | Path, scope: Scope | None = None) -> TraceDataset:
-    """The dataset at `path`, seen through `scope` when it selects anything less than all jobs."""
-    if scope is None or scope.is_everything():
-        return TraceDataset(path)
-    return ScopedDataset(path, scope)
 
 
 @dataclass(frozen=True)
