@@ -29,9 +29,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# schemas/README.md is generated from schemas/tables.toml.
+# schemas/README.md and tracekit/rows.py are generated from schemas/tables.toml.
 docs: $(VENV)/.installed
 	$(BIN)/python -m tracekit.schema > schemas/README.md
+	$(BIN)/python -m tracekit.schema rows > tracekit/rows.py
 
 # tracekit/parsers/et_def_pb2.py is generated from schemas/et_def.proto.
 proto: $(VENV)/.installed

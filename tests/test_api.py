@@ -169,8 +169,7 @@ def test_a_scope_shows_only_the_selected_jobs_in_every_table_and_query(tmp_path:
     rows = [("ddp_mlp", "ddp:mlp", "2024-03-01"), ("fsdp_mlp", "fsdp:mlp", "2024-07-01"),
             ("moe_alltoall", "moe:mlp", "2024-07-15"), ("pipeline_p2p", None, "2023-12-01")]  # fmt: skip
     manifest.write_text(
-        "job_id,path,label,started_at\n"
-        + "".join(f"{j},{CAPTURED / j},{label or ''},{at}\n" for j, label, at in rows)
+        "job_id,path,label,started_at\n" + "".join(f"{j},{CAPTURED / j},{label or ''},{at}\n" for j, label, at in rows)
     )
     assert ingest([CAPTURED], tmp_path / "ds", manifest=manifest).ok
     cases = {

@@ -13,6 +13,12 @@ def test_documentation_is_generated_from_the_declaration() -> None:
     assert (ROOT / "schemas" / "README.md").read_text() == markdown(), "run `make docs`"
 
 
+def test_the_row_types_are_those_tables_toml_declares() -> None:
+    from tracekit.schema import row_classes
+
+    assert (ROOT / "tracekit" / "rows.py").read_text() == row_classes(), "run `make docs`"
+
+
 def test_every_table_has_documented_columns_and_a_key_among_them() -> None:
     assert tuple(table_specs()) == TABLES
     for spec in table_specs().values():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tracekit.ingest.discover import ARCHIVE, InputFile, JobInfo
 from tracekit.ingest.jobs import finish_job
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from tracekit.ingest.report import IngestReport
+    from tracekit.rows import ProcessGroupsRow, TracesRow
     from tracekit.store.dataset import Dataset
 
 # Jobs are finished in rounds of about this many files: each round's rows are written to staging
@@ -40,7 +41,7 @@ class Finishing:
         self.held = _Held(dataset, held)
         self.changes = RunChanges(run_id, staging / "rows")
         self.staged: dict[str, dict[str, None]] = {}
-        self.failed: list[dict[str, Any]] = []
+        self.failed: list[TracesRow] = []
         self.warnings: dict[str, list[str]] = {}  # the notes of each finished job's files
         self.first: dict[int, int] = {}  # content key (as a number) -> the first seq holding it
         self.dropped: list[ParsedFile] = []  # repeats of a file read earlier in the run
@@ -120,10 +121,10 @@ class Finishing:
 
     def _round(self, jobs: dict[str, tuple[JobInfo, list[ParsedFile]]]) -> None:
         job_ids = list(jobs)
-        existing = self.held.rows("traces", job_ids)
-        groups = self.held.rows("process_groups", job_ids)
+        existing = cast("dict[str, list[TracesRow]]", self.held.rows("traces", job_ids))
+        groups = cast("dict[str, list[ProcessGroupsRow]]", self.held.rows("process_groups", job_ids))
         largest = self.held.largest_groups(job_ids)
-        traces: list[dict[str, Any]] = []
+        traces: list[TracesRow] = []
         files: list[tuple[int, str, str, int | None, int | None, bool]] = []
         changes = self.changes
         for job_id in job_ids:
@@ -145,8 +146,8 @@ class Finishing:
                     self.staged.setdefault(table, {}).update(dict.fromkeys(paths))
             self.warnings[job_id] = [w for t in result.traces for w in t.get("warnings") or []]
             self.touched.append(job_id)
-            changes.replaced += [(r["trace_id"], r["status"]) for r in result.replaced]
-            self.replaced += [r["path"] for r in result.replaced if r["status"] == "ok" and r.get("path")]
+            changes.replaced += [(r["trace_id"] or "", r["status"] or "") for r in result.replaced]
+            self.replaced += [path for r in result.replaced if r["status"] == "ok" and (path := r.get("path"))]
             self.files_added += len(parsed)
         changes.add_traces(traces)
         changes.add_files(files)
@@ -157,8 +158,8 @@ class Finishing:
         changes = self.changes
         self.first = {}  # every job is finished: a fleet's content keys go before the commit
         changes.staged = {table: list(paths) for table, paths in self.staged.items()}
-        self.failed.sort(key=lambda t: (t["job_id"], t["rank"] is None, t["rank"] or 0, t["path"] or ""))
-        report.errors += [t["error"] for t in self.failed]
+        self.failed.sort(key=lambda t: (t["job_id"] or "", t["rank"] is None, t["rank"] or 0, t["path"] or ""))
+        report.errors += [t["error"] or "" for t in self.failed]  # a failed file's row always says why
         report.files_replaced = sorted(self.replaced)
         paths = _paths_by_seq(changes, set(self.dropped_for))
         for parsed, first in zip(self.dropped, self.dropped_for, strict=True):

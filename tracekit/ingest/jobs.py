@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tracekit.ingest.discover import JobInfo
 from tracekit.ingest.worker import ParsedFile, rank_from_name
@@ -36,6 +36,8 @@ from tracekit.parsers.formats import parsers, role_of
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
+
+    from tracekit.rows import JobsRow, ProcessGroupsRow, TracesRow
 
 # Columns a linked row takes from the device trace even when the host trace has them.
 _TIMING = ("start_us", "duration_us")
@@ -49,16 +51,16 @@ FILL_WORLD_RANKS_MAX = 1 << 16
 
 @dataclass
 class JobResult:
-    traces: list[dict[str, Any]] = field(default_factory=list)
-    process_groups: list[dict[str, Any]] = field(default_factory=list)
-    job: dict[str, Any] = field(default_factory=dict)
+    traces: list[TracesRow] = field(default_factory=list)
+    process_groups: list[ProcessGroupsRow] = field(default_factory=list)
+    job: JobsRow = field(default_factory=lambda: cast("JobsRow", {}))
     # How the commit fills the staged rows of each file read well (see `StagedFile`) ...
     files: list[StagedFile] = field(default_factory=list)
     # ... except the collectives of a job whose host and device traces are linked: finished here.
     collectives: pa.Table | None = None
     # The dataset's `traces` rows of the job that these rows replace (the commit deletes them, and
     # the rows of theirs in other tables).
-    replaced: list[dict[str, Any]] = field(default_factory=list)
+    replaced: list[TracesRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ def decide_rank(parsed: ParsedFile, world_size: int | None = None) -> RankChoice
     return RankChoice(from_name, "file_name")
 
 
-def trace_row(parsed: ParsedFile, run_id: str, world_size: int | None = None) -> dict[str, Any]:
+def trace_row(parsed: ParsedFile, run_id: str, world_size: int | None = None) -> TracesRow:
     choice = decide_rank(parsed, world_size)
     meta = parsed.meta
     warnings = [w.describe(parsed.display) for w in meta.warnings] if meta else []
@@ -160,14 +162,14 @@ def trace_row(parsed: ParsedFile, run_id: str, world_size: int | None = None) ->
     }
 
 
-def _merge_groups(groups: list[ProcessGroup], existing: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _merge_groups(groups: list[ProcessGroup], existing: list[ProcessGroupsRow]) -> dict[str, dict[str, Any]]:
     """One entry per pg_name, keeping the most informative record of each."""
     merged: dict[str, dict[str, Any]] = {}
 
     def score(g: dict[str, Any]) -> tuple[int, int, int]:
         return (len(g.get("ranks") or []), g.get("group_size") is not None, g.get("pg_desc") is not None)
 
-    candidates = [dict(g) for g in existing] + [
+    candidates: list[dict[str, Any]] = [dict(g) for g in existing] + [
         {
             "pg_name": g.pg_name,
             "pg_desc": g.pg_desc,
@@ -193,8 +195,8 @@ def _largest(values: Iterable[int | None]) -> int | None:
 def finish_job(
     info: JobInfo,
     parsed: list[ParsedFile],
-    existing_traces: list[dict[str, Any]],
-    existing_groups: list[dict[str, Any]],
+    existing_traces: list[TracesRow],
+    existing_groups: list[ProcessGroupsRow],
     run_id: str,
     existing_largest_group: int | None = None,
 ) -> JobResult:
@@ -210,7 +212,7 @@ def finish_job(
     metas = [p.meta for p in parsed if p.meta is not None and p.error is None]
     read_again = {p.display for p in parsed}
     read_well = {p.display for p in parsed if p.error is None}
-    kept: list[dict[str, Any]] = []
+    kept: list[TracesRow] = []
     for row in existing_traces:
         path = row.get("path")  # None: a whole-job row of an earlier version, recomputed
         stays = path is not None and path not in read_well and (row["status"] == "ok" or path not in read_again)
@@ -235,8 +237,8 @@ def finish_job(
     _complete_groups(groups, world_size)
 
     result.traces = new_rows
-    result.process_groups = [{"job_id": info.job_id, **g} for g in groups.values()]
-    starts = [r["started_at"] for r in all_rows if r.get("started_at") is not None]
+    result.process_groups = [cast("ProcessGroupsRow", {"job_id": info.job_id, **g}) for g in groups.values()]
+    starts = [at for r in all_rows if (at := r.get("started_at")) is not None]
     labels = [m.label for m in metas if m.label]
     started_at: datetime | None = info.started_at or (min(starts) if starts else None)
     missing = missing_ranges(ranks_seen, world_size) if world_size is not None else None
@@ -258,7 +260,7 @@ def finish_job(
         StagedFile(
             p.seq,
             p.trace_id,
-            row["job_id"],
+            p.job_id,
             row["rank"],
             world_size if _ungrouped_is_world(p.format) else None,
             not link,
@@ -318,7 +320,7 @@ def _complete_groups(groups: dict[str, dict[str, Any]], world_size: int | None) 
 def _linked_collectives(
     job_id: str,
     parsed: list[ParsedFile],
-    rows: list[dict[str, Any]],
+    rows: list[TracesRow],
     groups: dict[str, dict[str, Any]],
     world_size: int | None,
 ) -> pa.Table | None:

@@ -224,7 +224,7 @@ def _store(result: FleetReplay, dataset: Dataset, scope: Scope | None) -> None:
         with TraceDataset(dataset.root) as whole:
             for name, new in tables.items():
                 kept = whole.frame(name).filter(~pl.col("job_id").is_in(covered))
-                tables[name] = pl.concat([kept.select(new.columns).cast(dict(new.schema)), new], how="vertical")
+                tables[name] = pl.concat([kept.select(new.columns).cast(new.schema), new], how="vertical")
     dataset.replace_tables({name: frame.to_arrow() for name, frame in tables.items()})
 
 

@@ -12,7 +12,11 @@ from tracekit.schema import arrow_type, table_from_rows
 from tracekit.store.parquet_files import STAGED_CODEC
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pyarrow as pa
+
+    from tracekit.rows import JobsRow, ProcessGroupsRow, TracesRow
 
 # The column naming a staged row's file (tracekit.ingest.worker.SEQ_COLUMN).
 SEQ = "_seq"
@@ -44,8 +48,8 @@ class RunChanges:
     run_id: str
     folder: Path
     traces: list[str] = field(default_factory=list)
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    process_groups: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[JobsRow] = field(default_factory=list)
+    process_groups: list[ProcessGroupsRow] = field(default_factory=list)
     collectives: list[pa.Table] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     staged: dict[str, list[str]] = field(default_factory=dict)
@@ -53,7 +57,7 @@ class RunChanges:
     failed: int = 0  # traces rows of files that failed
     replaced: list[tuple[str, str]] = field(default_factory=list)
 
-    def add_traces(self, rows: list[dict[str, Any]]) -> None:
+    def add_traces(self, rows: Sequence[TracesRow]) -> None:
         if rows:
             self.traces.append(self._write("traces", table_from_rows("traces", rows)))
             self.failed += sum(row["status"] == "error" for row in rows)

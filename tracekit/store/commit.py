@@ -156,7 +156,8 @@ def _register(con: duckdb.DuckDBPyConnection, changes: RunChanges) -> None:
     for table in ("jobs", "process_groups", "runs"):
         rows = [changes.run] if table == "runs" else getattr(changes, table)
         con.register(f"new_{table}", table_from_rows(table, rows))
-    con.register("touched", pa.table({"job_id": pa.array(sorted({j["job_id"] for j in changes.jobs}), pa.string())}))
+    touched = sorted({j["job_id"] or "" for j in changes.jobs})
+    con.register("touched", pa.table({"job_id": pa.array(touched, pa.string())}))
     ids, statuses = zip(*changes.replaced, strict=True) if changes.replaced else ((), ())
     con.register(
         "run_replaced", pa.table({"trace_id": pa.array(ids, pa.string()), "status": pa.array(statuses, pa.string())})
