@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -94,6 +95,18 @@ def test_each_built_in_extension_is_one_module_named_for_it(point: ExtensionPoin
     found = discover(importlib.import_module(package), attribute, object)
     assert tuple(found) == built_in_names(package, attribute, point.dashes) == names(package, attribute, point.dashes)
     assert all(getattr(value, "summary", "") for value in found.values())
+
+
+def test_the_readme_synopsis_lists_every_format_and_algorithm() -> None:
+    """The replay synopsis names the registries' members (a new built-in one must be added there too)."""
+    readme = (ROOT / "README.md").read_text()
+    formats = re.search(r"--format ([a-z|]+) \.\.\.\]", readme)
+    algorithms = re.search(r"--algorithm ([a-z|-]+)\]", readme)
+    assert formats and algorithms
+    assert set(formats.group(1).split("|")) == {"flows", *built_in_names("tracekit.replay.emitters", "EMITTER"), "all"}
+    assert set(algorithms.group(1).split("|")) == {"auto", *built_in_names("tracekit.replay.algorithms", "ALGORITHM")}
+    for name in built_in_names("tracekit.parsers.formats", "PARSER", dashes=False):
+        assert f"`{name}`" in readme, name
 
 
 def _plugin(site: Path, entry_points: str, modules: dict[str, str]) -> dict[str, str]:
