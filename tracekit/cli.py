@@ -705,12 +705,15 @@ def _replay_fleet(
     console: Console, dataset: Path, out: Path, settings: Any, executor: str | None, workers: int | None, quiet: bool,
     scope: Any,
 ) -> None:  # fmt: skip
-    from tracekit.errors import DatasetError
+    from tracekit.errors import DatasetError, InputError
     from tracekit.executors import check
     from tracekit.replay.fleet import job_ids, run_fleet
 
     check(executor)
-    with _counter(console, quiet, "fleet replay", "jobs", total=len(job_ids(dataset, scope))) as advance:
+    selected = job_ids(dataset, scope)
+    if not selected and not scope.is_everything():
+        raise InputError(f"no job of {dataset} matches the selection ({scope.describe()})")
+    with _counter(console, quiet, "fleet replay", "jobs", total=len(selected)) as advance:
         run = run_fleet(dataset, out, settings, executor, workers, advance, scope)
     result = run.result
     for job, why in result.skipped:
@@ -1154,6 +1157,8 @@ def query(
         params = dict(_param(p) for p in param or [])
         scope = _scope(job, label, since, until)
         with open_dataset(_dataset_or_samples(dataset, console), scope) as ds:
+            if not scope.is_everything() and not ds.sql("select count(*) from jobs").fetchall()[0][0]:
+                raise InputError(f"no job of {dataset or 'the samples'} matches the selection ({scope.describe()})")
             relation = ds.query(name, params)
             _write_rows(relation, output_format, out)
     except TracekitError as exc:

@@ -173,5 +173,8 @@ def test_query_reads_only_the_jobs_its_scope_selects(tmp_path: Path) -> None:
         result = cli("query", "job_overview", tmp_path / "ds", "-f", "json", *options)
         assert result.returncode == 0, result.stderr
         assert sorted(r["job_id"] for r in json.loads(result.stdout)) == expected, options
+    none = cli("query", "job_overview", tmp_path / "ds", "--label", "moe")
+    assert none.returncode == 2
+    assert none.stderr.strip() == f"error: no job of {tmp_path / 'ds'} matches the selection (labels moe)"
     bad = cli("query", "job_overview", tmp_path / "ds", "--since", "June")
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --since June: not a date (YYYY-MM-DD)"

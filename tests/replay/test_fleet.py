@@ -111,6 +111,8 @@ def test_a_fleet_replay_of_some_jobs_replaces_only_their_rows(fleet_dataset: Pat
     assert_frame_equal(after.filter(others), before.filter(others))
     mine = after.filter(~others).row(0, named=True)
     assert mine["settings"] != before.filter(~others).row(0, named=True)["settings"]  # 4 GPUs per host now
+    nothing = run("replay", fleet_dataset, "--fleet", "--label", "nosuch", "-o", tmp_path / "o3")
+    assert nothing.returncode == 2 and "no job of" in nothing.stderr and "(labels nosuch)" in nothing.stderr
     refused = run("replay", fleet_dataset, "--label", "ddp", "-o", tmp_path / "o2")
     assert refused.returncode == 2 and "--fleet" in refused.stderr
 
