@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
 
-# A collective larger than 2^50 bytes (1 PiB) is a corrupt value, not a message.
+# A collective larger than 2^50 bytes (1 PiB) is a corrupt value, not a message; so is a transfer.
 MAX_BYTES = 1 << 50
+# The bytes all of a job's transfers move (each counted as often as it occurs): below 2^62 (4 EiB), every
+# total, matrix cell and indicator summed from them fits int64 with room to spare.
+MAX_TOTAL_BYTES = 1 << 62
 P2P = ("SEND", "RECV")
 _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "

@@ -26,6 +26,7 @@ from tracekit.errors import InputError
 from tracekit.parsers.common.names import dtype_bytes
 from tracekit.replay import algorithms
 from tracekit.replay.algorithms import NotApplicable, Request
+from tracekit.replay.collectives import MAX_BYTES, MAX_TOTAL_BYTES
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.tuning import NO_DATA, Choice, choose
@@ -53,6 +54,7 @@ class Decomposition:
     copies: dict[int, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     flow_count: int = 0
+    byte_total: float = 0.0  # the bytes stamped so far, copies counted (a float: a bound, never wraps)
 
 
 def layouts(job: JobCollectives, placement: Placement) -> list[GroupLayout]:
@@ -119,6 +121,7 @@ def decompose(
             ids, sizes, per_member = _distinct(result, ids, sizes, per_member)
         _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         stamped = stamp(template, ids, sizes, per_member, result.flow_count)
+        _check_total(result, stamped, job.job, bucket)
         _add(result, stamped, layout.ranks, str(name))
         if progress:
             progress(len(ids))
@@ -251,6 +254,30 @@ def _check_budget(result: Decomposition, more: int, max_flows: int, job: str, bu
         )
 
 
+def _check_total(result: Decomposition, stamped: Stamped, job: str, bucket: Any) -> None:
+    """Refuse the collective at which the job's bytes pass MAX_TOTAL_BYTES (its sums would wrap int64)."""
+    import numpy as np
+    import polars as pl
+
+    total = float(np.sum(stamped.bytes, dtype=np.float64))
+    if not result.copies and result.byte_total + total <= MAX_TOTAL_BYTES:
+        result.byte_total += total
+        return
+    ids, inverse = np.unique(stamped.collective, return_inverse=True)
+    per = np.bincount(inverse.reshape(-1), weights=stamped.bytes.astype(np.float64), minlength=len(ids))
+    per *= np.array([len(result.copies.get(int(i), (i,))) for i in ids.tolist()], dtype=np.float64)
+    running = result.byte_total + np.cumsum(per)
+    over = np.flatnonzero(running > MAX_TOTAL_BYTES)
+    if over.size:
+        cid = int(ids[over[0]])
+        first = bucket.filter(pl.col("collective_id") == cid).row(0, named=True)
+        raise InputError(
+            f"job {job}: the replay passes {MAX_TOTAL_BYTES:,} bytes at {first['comm_type']} {first['op_name']} "
+            f"(collective {cid}), past what its totals hold in 64 bits; replay fewer collectives"
+        )
+    result.byte_total = float(running[-1]) if len(running) else result.byte_total
+
+
 def _add(result: Decomposition, stamped: Stamped, ranks: np.ndarray, name: str) -> None:
     result.flows.append(stamped)
     result.rank_of.append(ranks)
@@ -306,7 +333,8 @@ def _uneven(
         _check_budget(result, n * n, cap, job.job, one)
         c = choose("ALL_TO_ALL", layout, topo, placement, options, int(row["size"]), "auto")
         req = _request("ALL_TO_ALL", layout, topo, c.channels, c.chunks, options)
-        matrix = _split_matrix(by_coll.get(row["collective_id"]), layout, issues)
+        where = f"job {job.job}: ALL_TO_ALL {row['op_name']} (collective {row['collective_id']})"
+        matrix = _split_matrix(by_coll.get(row["collective_id"]), layout, issues, where)
         ids = np.array([row["collective_id"]], dtype=np.int64)
         sizes = np.array([row["size"]], dtype=np.int64)
         if matrix is None:  # no usable splits at all: an even all-to-all of the recorded sizes
@@ -324,14 +352,18 @@ def _uneven(
             template = split_qps(hops(req, pairs), options.qps)
             _check_budget(result, template.size, cap, job.job, one)
             stamped = stamp(template, ids, sizes, matrix[src, dst][None, :], result.flow_count)
+        _check_total(result, stamped, job.job, one)
         _add(result, stamped, layout.ranks, "direct")
         result.choice[row["collective_id"]] = Choice("direct", c.protocol, c.channels, 1)
     for issue, count in issues.items():
         result.notes.append(f"job {job.job}: all-to-allv: {issue} ({count} case(s))")
 
 
-def _split_matrix(parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[str, int]) -> np.ndarray | None:
-    """Bytes from position p to position q (-1 where nothing says); None when no row has usable splits."""
+def _split_matrix(
+    parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[str, int], where: str
+) -> np.ndarray | None:
+    """Bytes from position p to position q (-1 where nothing says); None when no row has usable splits.
+    A split whose bytes pass MAX_BYTES is refused (InputError naming `where`): in int64 it would wrap."""
     import numpy as np
 
     if parts is None:
@@ -351,6 +383,12 @@ def _split_matrix(parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[
             if len(splits) != n or elem is None or any(s is None or s < 0 for s in splits):
                 _count(issues, f"{column} unusable (length != group size, negative, or no element size)")
                 continue
+            largest = max(splits, default=0)
+            if largest * elem > MAX_BYTES:  # Python ints: the product is exact
+                raise InputError(
+                    f"{where}: rank {row['rank']}'s {column} send {largest:,} elements of {elem} bytes, "
+                    f"{largest * elem:,} bytes, past the bound of {MAX_BYTES:,} bytes (1 PiB) a transfer may move"
+                )
             values = np.zeros(n, dtype=np.int64)
             values[member_order] = np.array(splits, dtype=np.int64) * elem
             if target == "send":
@@ -440,6 +478,7 @@ def _point_to_point(
         stamped.dep_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
     # Positions 0 and 1 of a pair are its sender and receiver: keep the global ranks per flow.
     pair_ranks = np.stack([colls["src"].to_numpy(), colls["dst"].to_numpy()], axis=1).astype(np.int64)
+    _check_total(result, stamped, job.job, colls)
     result.flows.append(stamped)
     result.rank_of.append(pair_ranks[owner])
     result.algorithm_of.append("p2p")

@@ -1,0 +1,107 @@
+"""The replay on hostile datasets: values at and past every bound it states. Its work is bounded by
+the collectives' members and recorded transfers, never by a value (a span, a split, a size); what it
+cannot replay within its bounds it refuses in one line naming the job and the collective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.synthetic import write_dataset
+from tracekit.errors import InputError
+from tracekit.replay import replay
+from tracekit.replay.collectives import MAX_BYTES
+from tracekit.replay.matrices import gpu_matrix
+
+PIB = 1 << 50
+
+
+def _row(job: str, rank: int, op: int, comm_type: str, size: int | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "job_id": job,
+        "rank": rank,
+        "trace_id": f"{job}-t{rank}",
+        "op_id": op,
+        "op_name": f"op{op}",
+        "comm_type": comm_type,
+        "group_size": extra.pop("group_size", None),
+        "pg_name": "0",
+        "in_bytes": size,
+        "dtype": "Float",
+        "is_uneven": False,
+        "start_us": float(op),
+        "duration_us": 1.0,
+        **extra,
+    }
+
+
+def _dataset(root: Path, world: int, collectives: list[dict[str, Any]], job: str = "j") -> Path:
+    ranks = sorted({c["rank"] for c in collectives})
+    traces = [{"trace_id": f"{job}-t{r}", "job_id": job, "rank": r, "path": f"t{r}", "status": "ok"} for r in ranks]
+    tables = {
+        "jobs": [{"job_id": job, "world_size": world, "label": "hostile"}],
+        "collectives": collectives,
+        "traces": traces,
+        "process_groups": [{"job_id": job, "pg_name": "0", "group_size": world, "ranks": []}],
+    }
+    return write_dataset(root, tables)
+
+
+def _alltoallv(root: Path, splits: list[int], world: int = 4, in_bytes: int = 16) -> Path:
+    """One all-to-allv over `world` ranks, each sending `splits` (elements of 4 bytes); in_bytes
+    within its bound (a hostile trace need not make it agree with the splits)."""
+    rows = [
+        _row("j", r, 0, "ALL_TO_ALL", in_bytes, group_size=world, in_splits=splits, is_uneven=True)
+        for r in range(world)
+    ]
+    return _dataset(root, world, rows)
+
+
+# --- sizes: splits x element size, and the job's sums ----------------------------------------------
+
+
+def test_a_split_past_the_byte_bound_is_refused_naming_the_job_and_collective(tmp_path: Path) -> None:
+    """2^59 elements of 4 bytes: a 2 EiB transfer, past the replay's own 1 PiB bound."""
+    with pytest.raises(InputError, match=r"job j: ALL_TO_ALL op0 \(collective 0\).*in_splits.*1 PiB") as caught:
+        replay(_alltoallv(tmp_path / "ds", [1 << 59, 1, 1, 1]), "j")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_split_whose_bytes_wrap_64_bits_is_refused_not_dropped(tmp_path: Path) -> None:
+    """2^62 elements of 4 bytes wrap to 0 in int64: the transfer vanished without a word."""
+    with pytest.raises(InputError, match=r"job j: ALL_TO_ALL op0 \(collective 0\)"):
+        replay(_alltoallv(tmp_path / "ds", [1, 1 << 62, 1, 1]), "j")
+
+
+def test_a_split_at_the_byte_bound_is_replayed_exactly(tmp_path: Path) -> None:
+    result = replay(_alltoallv(tmp_path / "ds", [1, MAX_BYTES // 4 - 3, 1, 1], in_bytes=MAX_BYTES), "j")
+    assert int(result.flows["bytes"].max()) == MAX_BYTES - 12  # type: ignore[arg-type]
+
+
+def test_a_job_whose_bytes_would_wrap_64_bits_is_refused(tmp_path: Path) -> None:
+    """9,000 all-reduces of 1 PiB over 2 ranks: 2^63 bytes and more on the wire; the totals and
+    matrices summed them in int64 and printed negative bytes."""
+    rows = [_row("j", r, op, "ALL_REDUCE", PIB, group_size=2) for op in range(9000) for r in range(2)]
+    with pytest.raises(InputError, match=r"job j: .*ALL_REDUCE op\d+ \(collective \d+\).*64 bits") as caught:
+        replay(_dataset(tmp_path / "ds", 2, rows), "j", algorithm="ring")
+    assert "\n" not in str(caught.value)
+
+
+def test_sums_below_the_bound_stay_exact(tmp_path: Path) -> None:
+    rows = [_row("j", r, op, "ALL_REDUCE", PIB, group_size=2) for op in range(40) for r in range(2)]
+    result = replay(_dataset(tmp_path / "ds", 2, rows), "j", algorithm="ring")
+    total = sum(int(b) for b in result.flows["bytes"].to_list())
+    assert int(result.flows["bytes"].sum()) == total > 0
+    matrix = gpu_matrix(result.flows)
+    assert int(matrix["bytes"].sum()) == total and (matrix["bytes"] >= 0).all()
+
+
+def test_replay_summary_prints_no_negative_bytes(tmp_path: Path) -> None:
+    from tests.conftest import cli
+
+    rows = [_row("j", r, op, "ALL_REDUCE", PIB, group_size=2) for op in range(9000) for r in range(2)]
+    result = cli("replay", _dataset(tmp_path / "ds", 2, rows), "--algorithm", "ring", "--out", tmp_path / "out")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "error: job j:" in result.stderr
