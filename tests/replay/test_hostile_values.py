@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from tests.synthetic import write_dataset
@@ -105,3 +106,31 @@ def test_replay_summary_prints_no_negative_bytes(tmp_path: Path) -> None:
     result = cli("replay", _dataset(tmp_path / "ds", 2, rows), "--algorithm", "ring", "--out", tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "error: job j:" in result.stderr
+
+
+# --- time: a span of 10^13 µs ----------------------------------------------------------------------
+
+
+def test_a_span_of_ten_trillion_microseconds_stays_within_the_bucket_cap(tmp_path: Path) -> None:
+    """Two all-reduces 10^13 µs apart (a 1 ms bucket each would be 10^10 buckets, 80 GB): the buckets are
+    capped, widened to fit, and replay.json says how wide."""
+    import json
+    import time
+
+    from tracekit.replay import write_outputs
+    from tracekit.replay.indicators import MAX_BUCKETS
+
+    rows = [
+        {**_row("j", r, op, "ALL_REDUCE", 1 << 20, group_size=16), "start_us": start}
+        for op, start in enumerate([0.0, 1e13])
+        for r in range(16)  # two hosts of 8 GPUs: network flows
+    ]
+    began = time.monotonic()
+    result = replay(_dataset(tmp_path / "ds", 16, rows), "j")
+    write_outputs(result, tmp_path / "out", ["flows"])
+    assert time.monotonic() - began < 30
+    buckets = pl.read_parquet(tmp_path / "out" / "burstiness.parquet")
+    assert 1 < buckets.height <= MAX_BUCKETS
+    assert int(buckets["bytes"].sum()) == int(result.flows.filter(pl.col("link") == "network")["bytes"].sum())
+    notes = json.loads((tmp_path / "out" / "replay.json").read_text())["notes"]
+    assert any(note.startswith("burstiness: buckets of 1000.1 s, not 0.001 s") for note in notes), notes
