@@ -9,7 +9,10 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.synthetic import write_dataset
 from tracekit.errors import InputError
 from tracekit.replay import replay
@@ -134,3 +137,134 @@ def test_a_span_of_ten_trillion_microseconds_stays_within_the_bucket_cap(tmp_pat
     assert int(buckets["bytes"].sum()) == int(result.flows.filter(pl.col("link") == "network")["bytes"].sum())
     notes = json.loads((tmp_path / "out" / "replay.json").read_text())["notes"]
     assert any(note.startswith("burstiness: buckets of 1000.1 s, not 0.001 s") for note in notes), notes
+
+
+# --- all-to-allv: work by members and non-zero splits, never n x n ----------------------------------
+
+
+def test_all_zero_splits_over_many_ranks_build_no_n_by_n_matrix(tmp_path: Path) -> None:
+    """1,500 ranks sending all-zero splits: no flow, and no 1,500 x 1,500 matrix on the way (the
+    replay built one per collective, int64, and walked every split in Python)."""
+    import tracemalloc
+
+    from tracekit.replay.collectives import load_job
+    from tracekit.replay.decompose import decompose
+    from tracekit.replay.placement import Placement
+
+    n = 1500
+    zeros = [0] * n
+    rows = [
+        _row("j", r, 0, "ALL_TO_ALL", 0, group_size=n, in_splits=zeros, out_splits=zeros, is_uneven=True)
+        for r in range(n)
+    ]
+    import tracekit
+
+    with tracekit.open(_dataset(tmp_path / "ds", n, rows)) as ds:
+        job = load_job(ds, "j")
+    tracemalloc.start()
+    try:
+        parts = decompose(job, Placement())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parts.flow_count == 0
+    assert peak < n * n * 8 // 2, f"{peak:,} bytes at peak"  # half of one int64 n x n matrix
+
+
+@st.composite
+def _split_rows(draw: st.DrawFn) -> tuple[int, list[dict[str, Any]]]:
+    n = draw(st.integers(1, 5))
+    split = st.one_of(st.none(), st.integers(-1, 3))
+    splits = st.one_of(st.none(), st.lists(split, min_size=n, max_size=n), st.lists(split, max_size=n + 1))
+    rows = []
+    for rank in draw(st.lists(st.integers(0, n - 1), max_size=n + 1)):
+        dtype = draw(st.sampled_from(["Float", "Double", None]))
+        rows.append(
+            {"rank": rank, "dtype": dtype, "in_bytes": draw(st.sampled_from([None, 0, 8, 12, 24])),
+             "in_splits": draw(splits), "out_splits": draw(splits)}
+        )  # fmt: skip
+    return n, rows
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=_split_rows())
+def test_split_transfers_read_the_lists_as_the_dense_matrix_did(case: tuple[int, list[dict[str, Any]]]) -> None:
+    """The sparse reading gives the transfers and the issues the former n x n matrix gave."""
+    import numpy as np
+
+    from tracekit.replay.layout import group_layout
+    from tracekit.replay.placement import Placement
+    from tracekit.replay.splits import split_transfers
+
+    n, rows = case
+    layout = group_layout(list(range(n))[::-1], Placement())  # members in an order of their own
+    splits: pl.DataType = pl.List(pl.Int64)
+    schema: dict[str, pl.DataType] = {"rank": pl.Int64(), "dtype": pl.String(), "in_bytes": pl.Int64(),
+                                      "in_splits": splits, "out_splits": splits}  # fmt: skip
+    parts = pl.DataFrame(rows, schema=schema, orient="row") if rows else None
+    issues: dict[str, int] = {}
+    got = split_transfers(parts, layout, issues, "here")
+    expected_issues: dict[str, int] = {}
+    matrix = _dense(rows, layout, expected_issues) if rows else None
+    assert sorted(issues.items()) == sorted(expected_issues.items())
+    if matrix is None:
+        assert got is None
+        return
+    assert got is not None
+    src, dst = np.nonzero(matrix > 0)
+    keep = src != dst
+    assert got.src.tolist() == src[keep].tolist() and got.dst.tolist() == dst[keep].tolist()
+    assert got.bytes.tolist() == matrix[src[keep], dst[keep]].tolist()
+
+
+def _dense(rows: list[dict[str, Any]], layout: Any, issues: dict[str, int]) -> Any:
+    """The former reading: an n x n matrix of bytes (-1 unknown), senders' lists first, receivers' after."""
+    import numpy as np
+
+    from tracekit.parsers.common.names import dtype_bytes
+
+    def count(issue: str) -> None:
+        issues[issue] = issues.get(issue, 0) + 1
+
+    n = layout.n
+    matrix = np.full((n, n), -1, dtype=np.int64)
+    known, received = False, []
+    for row in rows:
+        position = int(layout.positions(np.array([row["rank"]]))[0])
+        elem = dtype_bytes(row["dtype"])
+        if not elem:
+            splits = row["in_splits"] or row["out_splits"]
+            total = sum(s for s in splits or [] if s is not None and s > 0)
+            elem = row["in_bytes"] // total if row["in_bytes"] and total and row["in_bytes"] % total == 0 else None
+        for column in ("in_splits", "out_splits"):
+            splits = row[column]
+            if splits is None:
+                continue
+            if len(splits) != n or elem is None or any(s is None or s < 0 for s in splits):
+                count(f"{column} unusable (length != group size, negative, or no element size)")
+                continue
+            values = np.zeros(n, dtype=np.int64)
+            values[layout.position_of_member] = np.array(splits, dtype=np.int64) * elem
+            if column == "in_splits":
+                matrix[position, :] = values
+                known = True
+            else:
+                received.append((position, values))
+    disagree, seen = set(), set()
+    for position, values in received:
+        if position in seen:
+            continue  # a receiver's second list fills nothing the first left
+        seen.add(position)
+        sent_to = matrix[:, position]
+        unknown = sent_to < 0
+        if (~unknown & (sent_to != values)).any():
+            disagree.add(position)
+        sent_to[unknown] = values[unknown]
+        known = known or bool(unknown.any())
+    for _ in disagree:
+        count("a sender's in_splits and its receiver's out_splits disagree: the sender's are used")
+    if not known:
+        return None
+    if (matrix < 0).any():
+        count("pairs between ranks without trace rows are unknown and left out")
+    return matrix

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
-from tracekit.parsers.common.names import dtype_bytes
 from tracekit.replay import algorithms
 from tracekit.replay.algorithms import NotApplicable, Request
-from tracekit.replay.collectives import MAX_BYTES, MAX_TOTAL_BYTES
+from tracekit.replay.collectives import MAX_TOTAL_BYTES
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.tuning import NO_DATA, Choice, choose
+from tracekit.replay.splits import split_transfers
 from tracekit.replay.stamp import Stamped, part_bytes, stamp
 
 if TYPE_CHECKING:
@@ -328,30 +328,27 @@ def _uneven(
         layout = groups[row["group"]]
         topo = result.topologies[row["group"]]
         assert topo is not None
-        n = len(layout.ranks)
         one = colls.filter(colls["collective_id"] == row["collective_id"])
-        _check_budget(result, n * n, cap, job.job, one)
         c = choose("ALL_TO_ALL", layout, topo, placement, options, int(row["size"]), "auto")
         req = _request("ALL_TO_ALL", layout, topo, c.channels, c.chunks, options)
         where = f"job {job.job}: ALL_TO_ALL {row['op_name']} (collective {row['collective_id']})"
-        matrix = _split_matrix(by_coll.get(row["collective_id"]), layout, issues, where)
+        transfers = split_transfers(by_coll.get(row["collective_id"]), layout, issues, where)
         ids = np.array([row["collective_id"]], dtype=np.int64)
         sizes = np.array([row["size"]], dtype=np.int64)
-        if matrix is None:  # no usable splits at all: an even all-to-all of the recorded sizes
+        if transfers is None:  # no usable splits at all: an even all-to-all of the recorded sizes
             _count(issues, "no usable split lists: replayed as an even all-to-all")
             template = _template("direct", req, options.qps, cap, job.job, one)
             stamped = stamp(
                 template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count
             )
-        else:
-            src, dst = np.nonzero(matrix > 0)
-            keep = src != dst
-            src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+        else:  # the work follows the non-zero splits, never the n x n pairs of the group
+            src, dst = transfers.src, transfers.dst
+            _check_budget(result, len(src), cap, job.job, one)
             zeros = np.zeros(len(src), dtype=np.int64)
             pairs = Pairs(src=src, dst=dst, lo=zeros, hi=zeros + 1, basis=np.arange(len(src)), den=1, step=zeros)
             template = split_qps(hops(req, pairs), options.qps)
             _check_budget(result, template.size, cap, job.job, one)
-            stamped = stamp(template, ids, sizes, matrix[src, dst][None, :], result.flow_count)
+            stamped = stamp(template, ids, sizes, transfers.bytes[None, :], result.flow_count)
         _check_total(result, stamped, job.job, one)
         _add(result, stamped, layout.ranks, "direct")
         result.choice[row["collective_id"]] = Choice("direct", c.protocol, c.channels, 1)
@@ -359,70 +356,8 @@ def _uneven(
         result.notes.append(f"job {job.job}: all-to-allv: {issue} ({count} case(s))")
 
 
-def _split_matrix(
-    parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[str, int], where: str
-) -> np.ndarray | None:
-    """Bytes from position p to position q (-1 where nothing says); None when no row has usable splits.
-    A split whose bytes pass MAX_BYTES is refused (InputError naming `where`): in int64 it would wrap."""
-    import numpy as np
-
-    if parts is None:
-        return None
-    n = len(layout.ranks)
-    matrix = np.full((n, n), -1, dtype=np.int64)
-    member_order = layout.position_of_member  # group index -> position
-    known = False
-    received: list[tuple[int, np.ndarray]] = []
-    for row in parts.iter_rows(named=True):
-        position = int(layout.positions(np.array([row["rank"]]))[0])
-        elem = _element_bytes(row)
-        for column, target in (("in_splits", "send"), ("out_splits", "recv")):
-            splits = row[column]
-            if splits is None:
-                continue
-            if len(splits) != n or elem is None or any(s is None or s < 0 for s in splits):
-                _count(issues, f"{column} unusable (length != group size, negative, or no element size)")
-                continue
-            largest = max(splits, default=0)
-            if largest * elem > MAX_BYTES:  # Python ints: the product is exact
-                raise InputError(
-                    f"{where}: rank {row['rank']}'s {column} send {largest:,} elements of {elem} bytes, "
-                    f"{largest * elem:,} bytes, past the bound of {MAX_BYTES:,} bytes (1 PiB) a transfer may move"
-                )
-            values = np.zeros(n, dtype=np.int64)
-            values[member_order] = np.array(splits, dtype=np.int64) * elem
-            if target == "send":
-                matrix[position, :] = values
-                known = True
-            else:
-                received.append((position, values))
-    for position, values in received:  # a receiver's out_splits fill what no sender said
-        sent_to = matrix[:, position]
-        unknown = sent_to < 0
-        if (~unknown & (sent_to != values)).any():
-            _count(issues, "a sender's in_splits and its receiver's out_splits disagree: the sender's are used")
-        sent_to[unknown] = values[unknown]
-        known = known or bool(unknown.any())
-    if not known:
-        return None
-    if (matrix < 0).any():
-        _count(issues, "pairs between ranks without trace rows are unknown and left out")
-    return matrix
-
-
 def _count(issues: dict[str, int], issue: str) -> None:
     issues[issue] = issues.get(issue, 0) + 1
-
-
-def _element_bytes(row: dict[str, Any]) -> int | None:
-    size = dtype_bytes(row["dtype"])
-    if size:
-        return size
-    splits = row["in_splits"] or row["out_splits"]
-    total = sum(s for s in splits or [] if s is not None and s > 0)
-    if row["in_bytes"] and total and row["in_bytes"] % total == 0:
-        return row["in_bytes"] // total
-    return None
 
 
 def _point_to_point(
