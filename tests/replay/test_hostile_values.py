@@ -268,3 +268,47 @@ def _dense(rows: list[dict[str, Any]], layout: Any, issues: dict[str, int]) -> A
     if (matrix < 0).any():
         count("pairs between ranks without trace rows are unknown and left out")
     return matrix
+
+
+# --- the fleet: every job it cannot replay listed, with why ------------------------------------------
+
+
+def test_the_fleet_lists_every_job_it_skips_and_why(tmp_path: Path) -> None:
+    """On stderr (one line each) and in OUT/skipped.csv; a job all of whose rows are invalid is one of
+    them (it was stored as a job of zero collectives and zero bytes, without a word)."""
+    import csv
+
+    from tests.conftest import cli
+
+    jobs: dict[str, tuple[int, list[dict[str, Any]]]] = {
+        "good": (4, [_row("good", r, 0, "ALL_REDUCE", 1024, group_size=4) for r in range(4)]),
+        "bigsplit": (
+            4,
+            [
+                _row("bigsplit", r, 0, "ALL_TO_ALL", 16, group_size=4, in_splits=[1 << 59, 1, 1, 1], is_uneven=True)
+                for r in range(4)
+            ],
+        ),  # fmt: skip
+        "badworld": (0, [_row("badworld", r, 0, "ALL_REDUCE", 1024, group_size=4) for r in range(2)]),
+        "badrows": (4, [_row("badrows", -5, 0, "ALL_REDUCE", 1 << 60, group_size=4)]),
+        "idle": (4, []),  # no collectives at all: replayed, a job of zero collectives
+    }
+    tables: dict[str, list[dict[str, Any]]] = {"jobs": [], "collectives": [], "traces": [], "process_groups": []}
+    for job, (world, rows) in jobs.items():
+        tables["jobs"].append({"job_id": job, "world_size": world, "label": "x"})
+        tables["process_groups"].append({"job_id": job, "pg_name": "0", "group_size": world, "ranks": []})
+        tables["collectives"].extend(rows)
+        ranks = sorted({r["rank"] for r in rows})
+        tables["traces"].extend({"trace_id": f"{job}-t{r}", "job_id": job, "rank": r, "path": f"{job}{r}",
+                                 "status": "ok"} for r in ranks)  # fmt: skip
+    dataset = write_dataset(tmp_path / "ds", tables)
+    result = cli("replay", dataset, "--fleet", "--out", tmp_path / "out")
+    assert result.returncode == 1, result.stderr
+    skipped = {line.split()[2].rstrip(":"): line for line in result.stderr.splitlines() if line.startswith("skipped")}
+    assert set(skipped) == {"bigsplit", "badworld", "badrows"}
+    assert "1 PiB" in skipped["bigsplit"] and "world_size 0" in skipped["badworld"]
+    assert "all 1 collectives row(s) left out" in skipped["badrows"] and "without a rank" in skipped["badrows"]
+    with open(tmp_path / "out" / "skipped.csv") as handle:
+        listed = {row["job_id"]: row["reason"] for row in csv.DictReader(handle)}
+    assert set(listed) == set(skipped) and all(listed[job] in skipped[job] for job in listed)
+    assert "2 jobs replayed (3 skipped)" in result.stderr

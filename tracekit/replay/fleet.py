@@ -110,6 +110,10 @@ def replay_jobs(ds: TraceDataset, jobs: list[str], settings: FleetSettings) -> I
         if isinstance(matched, Exception):
             yield JobOutcome(job, error=str(matched))
             continue
+        if matched.rows_skipped and not matched.collectives.height:  # nothing left: a row of zeros would hide it
+            why = "".join(f"; {note}" for note in matched.notes)
+            yield JobOutcome(job, error=f"job {job}: all {matched.rows_skipped:,} collectives row(s) left out{why}")
+            continue
         try:
             parts = decompose(matched, settings.placement, settings.options, settings.algorithm,
                               settings.max_flows, unique=True)  # fmt: skip
