@@ -312,3 +312,23 @@ def test_the_fleet_lists_every_job_it_skips_and_why(tmp_path: Path) -> None:
         listed = {row["job_id"]: row["reason"] for row in csv.DictReader(handle)}
     assert set(listed) == set(skipped) and all(listed[job] in skipped[job] for job in listed)
     assert "2 jobs replayed (3 skipped)" in result.stderr
+
+
+def test_the_fleets_bytes_per_class_sum_past_64_bits_exactly(tmp_path: Path) -> None:
+    """Three jobs of one class, each just below MAX_TOTAL_BYTES: their sum needs more than 64 bits."""
+    from tracekit.replay import fleet_locality
+
+    tables: dict[str, list[dict[str, Any]]] = {"jobs": [], "collectives": [], "traces": [], "process_groups": []}
+    for job in ("a", "b", "c"):
+        tables["jobs"].append({"job_id": job, "world_size": 2, "label": "ddp:m"})
+        tables["process_groups"].append({"job_id": job, "pg_name": "0", "group_size": 2, "ranks": []})
+        tables["collectives"].extend(
+            _row(job, r, op, "ALL_REDUCE", PIB, group_size=2) for op in range(2000) for r in range(2)
+        )
+        tables["traces"].extend(
+            {"trace_id": f"{job}-t{r}", "job_id": job, "rank": r, "path": f"{job}{r}", "status": "ok"} for r in range(2)
+        )
+    table = fleet_locality(write_dataset(tmp_path / "ds", tables), algorithm="ring")
+    per_job = 2000 * 2 * PIB  # a 2-rank ring all-reduce: each rank sends S
+    assert table["jobs"].to_list() == [3]
+    assert int(table["bytes"][0]) == 3 * per_job > (1 << 63)

@@ -311,7 +311,8 @@ def fleet_locality(
     jobs = replay_fleet(path, settings, workers=1, progress=progress).jobs
     return (
         jobs.group_by("class")
-        .agg(pl.len().alias("jobs"), pl.col("bytes").sum(), pl.col("intra_host_bytes").sum())
+        # 128-bit sums: each job's bytes fit int64 (MAX_TOTAL_BYTES), a class of many such jobs need not
+        .agg(pl.len().alias("jobs"), pl.col("bytes", "intra_host_bytes").cast(pl.Int128).sum())
         .with_columns(intra_host_share=pl.col("intra_host_bytes") / pl.col("bytes"))
         .sort("class")
     )
