@@ -17,6 +17,7 @@ import typer
 import typer.core
 
 from tracekit.registry import names
+from tracekit.terminal import printable, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -280,14 +281,14 @@ def _summary(console: Console, report: IngestReport) -> None:
     duplicates = f", {report.files_duplicate} duplicates not added" if report.files_duplicate else ""
     console.print(
         f"[bold]{report.files_added}[/bold] files added, {report.files_skipped} already present{duplicates}, "
-        f"[{'red' if failed else 'green'}]{failed} failed[/] → {report.dataset}",
+        f"[{'red' if failed else 'green'}]{failed} failed[/] → {shown(report.dataset)}",
         highlight=False,
     )
     _totals(console, report.totals)
     _notes(console, report)
     if (report.dataset / "tracekit.duckdb").is_file():
         # Read-only: a shell holding the file read-write would lock the next ingest out.
-        console.print(f"query it: duckdb -readonly {report.dataset / 'tracekit.duckdb'}", highlight=False)
+        console.print(f"query it: duckdb -readonly {shown(report.dataset / 'tracekit.duckdb')}", highlight=False)
 
 
 def _notes(console: Console, report: IngestReport) -> None:
@@ -301,12 +302,12 @@ def _warnings(console: Console, warnings: list[str]) -> None:
     _lines(console, "[yellow]warning:[/yellow]", warnings, _WARNINGS_SHOWN, more)
 
 
-def _lines(console: Console, tag: str, lines: list[str], shown: int, more: str) -> None:
-    """The first `shown` of `lines`, one each, then how many more and the SQL that lists them all."""
-    for line in lines[:shown]:
-        console.print(f"{tag} {_escape(line)}", highlight=False, soft_wrap=True)
-    if len(lines) > shown:
-        console.print(f"... and {len(lines) - shown} more{more}", highlight=False)
+def _lines(console: Console, tag: str, lines: list[str], count: int, more: str) -> None:
+    """The first `count` of `lines`, one each, then how many more and the SQL that lists them all."""
+    for line in lines[:count]:
+        console.print(f"{tag} {shown(line)}", highlight=False, soft_wrap=True)
+    if len(lines) > count:
+        console.print(f"... and {len(lines) - count} more{more}", highlight=False)
 
 
 def _totals(console: Console, summary: DatasetSummary | None) -> None:
@@ -321,7 +322,7 @@ def _totals(console: Console, summary: DatasetSummary | None) -> None:
     )
     table = Table("collective", "count", "in_bytes", title=None, box=None, pad_edge=False)
     for total in summary.collectives:
-        table.add_row(total.comm_type, f"{total.count:,}", _human_bytes(total.in_bytes))
+        table.add_row(shown(total.comm_type), f"{total.count:,}", _human_bytes(total.in_bytes))
     if summary.collectives:
         console.print(table)
 
@@ -365,7 +366,7 @@ def _fail(console: Console, exc: TracekitError) -> NoReturn:
         _say_interrupted(console)
         raise typer.Exit(EXIT_INTERRUPTED) from exc
     else:
-        console.print(f"[red]error:[/red] {_escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {shown(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code) from exc
 
 
@@ -383,13 +384,7 @@ def _say_interrupted(console: Console | None = None, text: str = "interrupted") 
         from rich.console import Console
 
         console = Console(stderr=True)
-    console.print(_escape(text), highlight=False, soft_wrap=True)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    console.print(shown(text), highlight=False, soft_wrap=True)
 
 
 class TraceFormat(StrEnum):
@@ -449,7 +444,7 @@ def generate(
 
             written = write_profile(fit_profile(fit, base=profile), out)
             if not quiet:
-                console.print(f"profile fitted to {fit} → {written}", highlight=False)
+                console.print(f"profile fitted to {shown(fit)} → {shown(written)}", highlight=False)
             return
         from tracekit.generate import generate_fleet
 
@@ -463,10 +458,10 @@ def generate(
         console.print(
             f"[bold]{summary.jobs}[/bold] jobs ({mix}), {summary.files:,} rank files, "
             f"{_human_bytes(summary.bytes)} in {summary.seconds:.1f} s "
-            f"({summary.jobs_per_second:,.0f} jobs/s) → {summary.out}",
+            f"({summary.jobs_per_second:,.0f} jobs/s) → {shown(summary.out)}",
             highlight=False,
         )
-        console.print(f"ingest it: tracekit ingest {summary.out} --out DATASET", highlight=False)
+        console.print(f"ingest it: tracekit ingest {shown(summary.out)} --out DATASET", highlight=False)
 
 
 def _choices(name: str, values: tuple[str, ...]) -> Any:
@@ -717,18 +712,18 @@ def _replay_fleet(
         run = run_fleet(dataset, out, settings, executor, workers, advance, scope)
     result = run.result
     for job, why in result.skipped:
-        console.print(f"[yellow]skipped[/yellow] job {_escape(job)}: {_escape(why)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]skipped[/yellow] job {shown(job)}: {shown(why)}", highlight=False, soft_wrap=True)
     if run.not_stored is not None:
-        console.print(f"[red]error:[/red] {_escape(run.not_stored)}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {shown(run.not_stored)}", highlight=False, soft_wrap=True)
         console.print(
-            f"the fleet's tables are in {out}: run again with the dataset free to store them", highlight=False
+            f"the fleet's tables are in {shown(out)}: run again with the dataset free to store them", highlight=False
         )
         raise typer.Exit(DatasetError.exit_code)
     if not quiet:
         console.print(
             f"{result.jobs.height:,} jobs replayed ({len(result.skipped):,} skipped) on "
-            f"{result.fabrics['fabric'].n_unique():,} fabrics → tables replay_jobs, replay_fabrics of {dataset} "
-            f"and {out}; query: tracekit query fabric_slowdown_by_class {shlex.quote(str(dataset))}",
+            f"{result.fabrics['fabric'].n_unique():,} fabrics → tables replay_jobs, replay_fabrics of {shown(dataset)} "
+            f"and {shown(out)}; query: tracekit query fabric_slowdown_by_class {shown(shlex.quote(str(dataset)))}",
             highlight=False, soft_wrap=True,
         )  # fmt: skip
     if result.skipped:
@@ -885,7 +880,7 @@ def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
 
     rows = result.table.rows(named=True)
     columns: dict[str, list[str]] = {
-        "fabric": [_escape(r["fabric"]) for r in rows],
+        "fabric": [shown(r["fabric"]) for r in rows],
         "routing": [r["routing"] for r in rows],
         "collectives": [f"{r['comm_type']} ({r['collectives']:,})" for r in rows],
         "ms": [_ms(r["time_s"]) for r in rows],
@@ -896,7 +891,7 @@ def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
         "busiest link": ["-" if r["busiest_link_utilisation"] is None else f"{r['busiest_link_utilisation']:.0%}"
                          for r in rows],
     }  # fmt: skip
-    table = Table(title=f"job {_escape(result.job)}: collectives timed per fabric", title_justify="left",
+    table = Table(title=f"job {shown(result.job)}: collectives timed per fabric", title_justify="left",
                   box=box.SIMPLE_HEAD)  # fmt: skip
     widths = [max(len(name), *map(len, values)) for name, values in columns.items()]
     for (name, _), width in zip(columns.items(), widths, strict=True):  # whole values, never cut to fit
@@ -906,9 +901,9 @@ def _whatif_summary(console: Console, result: Any, out: Path | None) -> None:
         table.add_row(*values)
     console.print(table, width=max(console.width, sum(widths) + 3 * len(widths) + 2), crop=False)
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {_escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
     if out is not None:
-        console.print(f"→ {out}", highlight=False)
+        console.print(f"→ {shown(out)}", highlight=False)
 
 
 def _ms(seconds: float | None) -> str:
@@ -991,13 +986,13 @@ def _replay_summary(console: Console, result: Any, files: list[Path], out: Path)
     total = int(flows["bytes"].sum())
     inter = int(flows.filter(flows["link"].is_in(NETWORK_LINKS))["bytes"].sum())
     console.print(
-        f"job {_escape(result.job)}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} "
-        f"collectives, {_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {result.timing}",
+        f"job {shown(result.job)}: [bold]{flows.height:,}[/bold] flows from {result.collectives.height:,} "
+        f"collectives, {_human_bytes(total)} ({_human_bytes(inter)} between hosts); times from {shown(result.timing)}",
         highlight=False,
     )
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {_escape(note)}", highlight=False, soft_wrap=True)
-    console.print(f"{len(files)} files → {out}; query: duckdb {out / 'replay.duckdb'}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
+    console.print(f"{len(files)} files → {shown(out)}; query: duckdb {shown(out / 'replay.duckdb')}", highlight=False)
 
 
 def _dataset_or_samples(dataset: Path | None, console: Console) -> Path:
@@ -1006,7 +1001,7 @@ def _dataset_or_samples(dataset: Path | None, console: Console) -> Path:
         return dataset
     from tracekit.samples import sample_dataset
 
-    return sample_dataset(lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True))
+    return sample_dataset(lambda text: console.print(printable(text), highlight=False, markup=False, soft_wrap=True))
 
 
 # The selection of jobs that report, query and replay --fleet share (tracekit.scope.Scope).
@@ -1088,10 +1083,10 @@ def report(
     except OSError as exc:
         _fail(console, OutputError(f"{out}: cannot write ({exc.strerror})"))
     for missing in result.missing_jobs:
-        console.print(f"[yellow]warning:[/yellow] no job named {_escape(missing)}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] no job named {shown(missing)}", highlight=False)
     console.print(
         f"report: {result.jobs:,} job{'s' if result.jobs != 1 else ''}, {result.figures} figures, "
-        f"{_human_bytes(result.bytes)} in {result.seconds:.1f} s → {result.path}",
+        f"{_human_bytes(result.bytes)} in {result.seconds:.1f} s → {shown(result.path)}",
         highlight=False,
         soft_wrap=True,
     )
@@ -1189,9 +1184,9 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(*columns, box=None, pad_edge=False, header_style="bold")
+        table = Table(*map(shown, columns), box=None, pad_edge=False, header_style="bold")
         for row in rows:
-            table.add_row(*(_cell(v) for v in row))
+            table.add_row(*(shown(_cell(v)) for v in row))
         # On a terminal columns wrap to its width; elsewhere (a pipe, a file) nothing is cut.
         if out is None:
             screen = Console()
@@ -1244,7 +1239,7 @@ def queries() -> None:
 
     table = Table("query", "parameters", "answers", box=None, pad_edge=False, header_style="bold")
     for name in query_names():
-        table.add_row(name, ", ".join(query_params(name)), query_summary(name))
+        table.add_row(shown(name), shown(", ".join(query_params(name))), shown(query_summary(name)))
     Console().print(table)
 
 
@@ -1260,7 +1255,6 @@ def plugins(
     Example: tracekit plugins --all
     """
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from tracekit.registry import extensions
@@ -1271,7 +1265,7 @@ def plugins(
         return
     table = Table("kind", "name", "from", "what it does", box=None, pad_edge=False, header_style="bold")
     for e in found:
-        table.add_row(*(escape(v) for v in (e.kind, e.name, e.source, e.summary)))
+        table.add_row(*(shown(v) for v in (e.kind, e.name, e.source, e.summary)))
     Console().print(table)
 
 

@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
 
-# A collective larger than 2^50 bytes (1 PiB) is a corrupt value, not a message.
+# A collective larger than 2^50 bytes (1 PiB) is a corrupt value, not a message; so is a transfer.
 MAX_BYTES = 1 << 50
+# The bytes all of a job's transfers move (each counted as often as it occurs): below 2^62 (4 EiB), every
+# total, matrix cell and indicator summed from them fits int64 with room to spare.
+MAX_TOTAL_BYTES = 1 << 62
 P2P = ("SEND", "RECV")
 _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "
@@ -55,6 +58,7 @@ class JobCollectives:
     collectives: pl.DataFrame  # one row per logical collective (see logical_collectives)
     participants: pl.DataFrame  # one row per collectives row matched: collective_id, rank, trace_id, op_id, ...
     notes: list[str] = field(default_factory=list)
+    rows_skipped: int = 0  # collectives rows of the job left out as invalid (the notes say which)
 
 
 def load_job(ds: TraceDataset, job: str) -> JobCollectives:
@@ -92,10 +96,13 @@ def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobColle
 def match_job(job: str, world_size: int | None, rows: pl.DataFrame, groups: pl.DataFrame) -> JobCollectives:
     """A job's collectives rows (_COLUMNS) and process groups matched into logical collectives."""
     notes: list[str] = []
+    recorded = rows.height
     rows = _valid_rows(job, rows, notes)
     world = _world_size(job, world_size, rows, notes)
     named, world = _named_groups(job, groups, world, notes)
-    return _match(job, rows, named, world, notes)
+    matched = _match(job, rows, named, world, notes)
+    matched.rows_skipped = recorded - rows.height
+    return matched
 
 
 def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
-from tracekit.parsers.common.names import dtype_bytes
 from tracekit.replay import algorithms
 from tracekit.replay.algorithms import NotApplicable, Request
+from tracekit.replay.collectives import MAX_TOTAL_BYTES
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.tuning import NO_DATA, Choice, choose
+from tracekit.replay.splits import split_transfers
 from tracekit.replay.stamp import Stamped, part_bytes, stamp
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class Decomposition:
     copies: dict[int, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     flow_count: int = 0
+    byte_total: float = 0.0  # the bytes stamped so far, copies counted (a float: a bound, never wraps)
 
 
 def layouts(job: JobCollectives, placement: Placement) -> list[GroupLayout]:
@@ -119,6 +121,7 @@ def decompose(
             ids, sizes, per_member = _distinct(result, ids, sizes, per_member)
         _check_budget(result, template.size * len(ids), max_flows, job.job, bucket)
         stamped = stamp(template, ids, sizes, per_member, result.flow_count)
+        _check_total(result, stamped, job.job, bucket)
         _add(result, stamped, layout.ranks, str(name))
         if progress:
             progress(len(ids))
@@ -251,6 +254,30 @@ def _check_budget(result: Decomposition, more: int, max_flows: int, job: str, bu
         )
 
 
+def _check_total(result: Decomposition, stamped: Stamped, job: str, bucket: Any) -> None:
+    """Refuse the collective at which the job's bytes pass MAX_TOTAL_BYTES (its sums would wrap int64)."""
+    import numpy as np
+    import polars as pl
+
+    total = float(np.sum(stamped.bytes, dtype=np.float64))
+    if not result.copies and result.byte_total + total <= MAX_TOTAL_BYTES:
+        result.byte_total += total
+        return
+    ids, inverse = np.unique(stamped.collective, return_inverse=True)
+    per = np.bincount(inverse.reshape(-1), weights=stamped.bytes.astype(np.float64), minlength=len(ids))
+    per *= np.array([len(result.copies.get(int(i), (i,))) for i in ids.tolist()], dtype=np.float64)
+    running = result.byte_total + np.cumsum(per)
+    over = np.flatnonzero(running > MAX_TOTAL_BYTES)
+    if over.size:
+        cid = int(ids[over[0]])
+        first = bucket.filter(pl.col("collective_id") == cid).row(0, named=True)
+        raise InputError(
+            f"job {job}: the replay passes {MAX_TOTAL_BYTES:,} bytes at {first['comm_type']} {first['op_name']} "
+            f"(collective {cid}), past what its totals hold in 64 bits; replay fewer collectives"
+        )
+    result.byte_total = float(running[-1]) if len(running) else result.byte_total
+
+
 def _add(result: Decomposition, stamped: Stamped, ranks: np.ndarray, name: str) -> None:
     result.flows.append(stamped)
     result.rank_of.append(ranks)
@@ -301,90 +328,36 @@ def _uneven(
         layout = groups[row["group"]]
         topo = result.topologies[row["group"]]
         assert topo is not None
-        n = len(layout.ranks)
         one = colls.filter(colls["collective_id"] == row["collective_id"])
-        _check_budget(result, n * n, cap, job.job, one)
         c = choose("ALL_TO_ALL", layout, topo, placement, options, int(row["size"]), "auto")
         req = _request("ALL_TO_ALL", layout, topo, c.channels, c.chunks, options)
-        matrix = _split_matrix(by_coll.get(row["collective_id"]), layout, issues)
+        where = f"job {job.job}: ALL_TO_ALL {row['op_name']} (collective {row['collective_id']})"
+        transfers = split_transfers(by_coll.get(row["collective_id"]), layout, issues, where)
         ids = np.array([row["collective_id"]], dtype=np.int64)
         sizes = np.array([row["size"]], dtype=np.int64)
-        if matrix is None:  # no usable splits at all: an even all-to-all of the recorded sizes
+        if transfers is None:  # no usable splits at all: an even all-to-all of the recorded sizes
             _count(issues, "no usable split lists: replayed as an even all-to-all")
             template = _template("direct", req, options.qps, cap, job.job, one)
             stamped = stamp(
                 template, ids, sizes, _member_bytes(job, groups)(row["group"], ids, sizes), result.flow_count
             )
-        else:
-            src, dst = np.nonzero(matrix > 0)
-            keep = src != dst
-            src, dst = src[keep].astype(np.int64), dst[keep].astype(np.int64)
+        else:  # the work follows the non-zero splits, never the n x n pairs of the group
+            src, dst = transfers.src, transfers.dst
+            _check_budget(result, len(src), cap, job.job, one)
             zeros = np.zeros(len(src), dtype=np.int64)
             pairs = Pairs(src=src, dst=dst, lo=zeros, hi=zeros + 1, basis=np.arange(len(src)), den=1, step=zeros)
             template = split_qps(hops(req, pairs), options.qps)
             _check_budget(result, template.size, cap, job.job, one)
-            stamped = stamp(template, ids, sizes, matrix[src, dst][None, :], result.flow_count)
+            stamped = stamp(template, ids, sizes, transfers.bytes[None, :], result.flow_count)
+        _check_total(result, stamped, job.job, one)
         _add(result, stamped, layout.ranks, "direct")
         result.choice[row["collective_id"]] = Choice("direct", c.protocol, c.channels, 1)
     for issue, count in issues.items():
         result.notes.append(f"job {job.job}: all-to-allv: {issue} ({count} case(s))")
 
 
-def _split_matrix(parts: pl.DataFrame | None, layout: GroupLayout, issues: dict[str, int]) -> np.ndarray | None:
-    """Bytes from position p to position q (-1 where nothing says); None when no row has usable splits."""
-    import numpy as np
-
-    if parts is None:
-        return None
-    n = len(layout.ranks)
-    matrix = np.full((n, n), -1, dtype=np.int64)
-    member_order = layout.position_of_member  # group index -> position
-    known = False
-    received: list[tuple[int, np.ndarray]] = []
-    for row in parts.iter_rows(named=True):
-        position = int(layout.positions(np.array([row["rank"]]))[0])
-        elem = _element_bytes(row)
-        for column, target in (("in_splits", "send"), ("out_splits", "recv")):
-            splits = row[column]
-            if splits is None:
-                continue
-            if len(splits) != n or elem is None or any(s is None or s < 0 for s in splits):
-                _count(issues, f"{column} unusable (length != group size, negative, or no element size)")
-                continue
-            values = np.zeros(n, dtype=np.int64)
-            values[member_order] = np.array(splits, dtype=np.int64) * elem
-            if target == "send":
-                matrix[position, :] = values
-                known = True
-            else:
-                received.append((position, values))
-    for position, values in received:  # a receiver's out_splits fill what no sender said
-        sent_to = matrix[:, position]
-        unknown = sent_to < 0
-        if (~unknown & (sent_to != values)).any():
-            _count(issues, "a sender's in_splits and its receiver's out_splits disagree: the sender's are used")
-        sent_to[unknown] = values[unknown]
-        known = known or bool(unknown.any())
-    if not known:
-        return None
-    if (matrix < 0).any():
-        _count(issues, "pairs between ranks without trace rows are unknown and left out")
-    return matrix
-
-
 def _count(issues: dict[str, int], issue: str) -> None:
     issues[issue] = issues.get(issue, 0) + 1
-
-
-def _element_bytes(row: dict[str, Any]) -> int | None:
-    size = dtype_bytes(row["dtype"])
-    if size:
-        return size
-    splits = row["in_splits"] or row["out_splits"]
-    total = sum(s for s in splits or [] if s is not None and s > 0)
-    if row["in_bytes"] and total and row["in_bytes"] % total == 0:
-        return row["in_bytes"] // total
-    return None
 
 
 def _point_to_point(
@@ -440,6 +413,7 @@ def _point_to_point(
         stamped.dep_ptr = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
     # Positions 0 and 1 of a pair are its sender and receiver: keep the global ranks per flow.
     pair_ranks = np.stack([colls["src"].to_numpy(), colls["dst"].to_numpy()], axis=1).astype(np.int64)
+    _check_total(result, stamped, job.job, colls)
     result.flows.append(stamped)
     result.rank_of.append(pair_ranks[owner])
     result.algorithm_of.append("p2p")

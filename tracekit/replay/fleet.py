@@ -110,6 +110,10 @@ def replay_jobs(ds: TraceDataset, jobs: list[str], settings: FleetSettings) -> I
         if isinstance(matched, Exception):
             yield JobOutcome(job, error=str(matched))
             continue
+        if matched.rows_skipped and not matched.collectives.height:  # nothing left: a row of zeros would hide it
+            why = "".join(f"; {note}" for note in matched.notes)
+            yield JobOutcome(job, error=f"job {job}: all {matched.rows_skipped:,} collectives row(s) left out{why}")
+            continue
         try:
             parts = decompose(matched, settings.placement, settings.options, settings.algorithm,
                               settings.max_flows, unique=True)  # fmt: skip
@@ -307,7 +311,8 @@ def fleet_locality(
     jobs = replay_fleet(path, settings, workers=1, progress=progress).jobs
     return (
         jobs.group_by("class")
-        .agg(pl.len().alias("jobs"), pl.col("bytes").sum(), pl.col("intra_host_bytes").sum())
+        # 128-bit sums: each job's bytes fit int64 (MAX_TOTAL_BYTES), a class of many such jobs need not
+        .agg(pl.len().alias("jobs"), pl.col("bytes", "intra_host_bytes").cast(pl.Int128).sum())
         .with_columns(intra_host_share=pl.col("intra_host_bytes") / pl.col("bytes"))
         .sort("class")
     )

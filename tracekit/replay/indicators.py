@@ -338,11 +338,12 @@ def _max(values: pl.Series) -> int | None:
     return int(values.max()) if values.len() else None  # type: ignore[arg-type]
 
 
-def burstiness(flows: pl.DataFrame, bucket_s: float | None = None) -> pl.DataFrame:
+def burstiness(flows: pl.DataFrame, bucket_s: float | None = None, notes: list[str] | None = None) -> pl.DataFrame:
     """Network (inter-host) bytes per time bucket over the busy span: bucket, start_s, bytes.
 
     The default bucket is 1 ms, or 1/100 of the span when the span is shorter than 0.1 s, and never
-    so narrow that the span needs more than MAX_BUCKETS buckets.
+    so narrow that the span needs more than MAX_BUCKETS buckets (the work is bounded by the buckets,
+    never by the span a trace's timestamps claim); a bucket widened so is said in `notes`.
     """
     import polars as pl
 
@@ -355,7 +356,13 @@ def burstiness(flows: pl.DataFrame, bucket_s: float | None = None) -> pl.DataFra
     span = last - first
     if bucket_s is None:
         bucket_s = 1e-3 if span >= 0.1 or span == 0 else span / 100
-    bucket_s = max(bucket_s, span / (MAX_BUCKETS - 1))
+    if span / (MAX_BUCKETS - 1) > bucket_s:
+        if notes is not None:
+            notes.append(
+                f"burstiness: buckets of {span / (MAX_BUCKETS - 1):.6g} s, not {bucket_s:.6g} s: the busy span of "
+                f"{span:.6g} s in at most {MAX_BUCKETS:,} buckets"
+            )
+        bucket_s = span / (MAX_BUCKETS - 1)
     count = int(span / bucket_s) + 1
     per_bucket = inter.group_by(
         ((pl.col("start_s") - first) / bucket_s).floor().cast(pl.Int64).clip(0, count - 1).alias("bucket")

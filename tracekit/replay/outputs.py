@@ -146,7 +146,7 @@ def _write(
         "matrix_host": host_level_matrix(result.flows),
         "matrix_rack": rack_matrix(result.flows),
         "indicators": pl.DataFrame([network_indicators(result, fabric, ecmp_trials)]),
-        "burstiness": burstiness(result.flows),
+        "burstiness": burstiness(result.flows, notes=notes),
     }
     for name, frame in tables.items():
         path = out / f"{name}.parquet"
