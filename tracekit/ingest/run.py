@@ -116,6 +116,7 @@ def _run(
 ) -> None:
     started = datetime.now(UTC)
     staging = dataset.staging_root / report.run_id
+    report.warnings += dataset.warnings  # what recovering an earlier run found and did not follow
     try:
         dataset.new_staging(report.run_id)
         held = [(r["job_id"], r["source"]) for r in dataset.query_rows("select job_id, source from jobs", [])]
