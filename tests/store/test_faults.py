@@ -174,3 +174,39 @@ def test_the_cli_refuses_a_symlinked_lock_with_exit_3(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1 and ".lock" in result.stderr
     assert target.read_text() == "precious"
+
+
+def test_duckdb_errors_are_classified_by_type_and_exact_phrase() -> None:
+    import duckdb
+
+    from tracekit.store import connect
+
+    corrupt = duckdb.Error(
+        "Corrupt database file: computed checksum 1 does not match stored checksum 2 in block at 12288"
+    )
+    assert not connect.held_elsewhere(corrupt) and connect.damaged(corrupt)
+    held = duckdb.IOException('Could not set lock on file "x": Conflicting lock is held in /usr/bin/duckdb (PID 42)')
+    assert connect.held_elsewhere(held) and not connect.damaged(held)
+    assert not connect.held_elsewhere(duckdb.IOException("blocked by the lockdown"))
+
+
+@pytest.mark.parametrize("where", ["header block", "second half"])
+@pytest.mark.parametrize("command", ["info", "ingest"])
+def test_a_damaged_duckdb_file_is_one_line_naming_it_with_exit_3(tmp_path: Path, where: str, command: str) -> None:
+    dataset = tmp_path / "ds"
+    ingest([_job(tmp_path / "a", "jobA")], dataset)
+    db = dataset / "tracekit.duckdb"
+    offset = 12288 if where == "header block" else db.stat().st_size // 2
+    with db.open("r+b") as f:  # the first block after DuckDB's headers (read on open), or the data
+        f.seek(offset)
+        f.write(b"\x5a" * (4096 if where == "header block" else db.stat().st_size - offset))
+    before = sorted((p.relative_to(dataset), p.read_bytes()) for p in dataset.rglob("*") if p.is_file())
+    args: list[str | Path] = (
+        ["info", dataset] if command == "info" else ["ingest", _job(tmp_path / "b", "jobB"), "--out", dataset]
+    )
+    result = run(*args)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.count("\n") == 1 and f"{db}: damaged" in result.stderr, result.stderr
+    assert "another program" not in result.stderr
+    after = sorted((p.relative_to(dataset), p.read_bytes()) for p in dataset.rglob("*") if p.is_file())
+    assert after == before

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tracekit.errors import DatasetError
+from tracekit.errors import MAX_MESSAGE_CHARS, DatasetError, one_line
 from tracekit.schema import arrow_schema
 from tracekit.store import connect, dataset_format, migrations, staging_marker
 from tracekit.store.parquet_files import apply_plan
@@ -210,7 +210,13 @@ class Dataset:
             return DatasetError(
                 f"{self.db_path}: not a tracekit dataset ({'an empty file' if empty else 'not a DuckDB database file'})"
             )
+        if connect.damaged(exc):
+            return self.damaged(exc)
         return DatasetError(f"{self.db_path}: cannot open ({connect.first_line(exc)})")
+
+    def damaged(self, exc: BaseException) -> DatasetError:
+        """The error for a DuckDB file that DuckDB found damaged (`connect.damaged`), in one line."""
+        return DatasetError(f"{self.db_path}: damaged ({one_line(connect.first_line(exc), MAX_MESSAGE_CHARS)})")
 
     def _check_tables(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """DatasetError unless the database attached as `catalog` has tracekit's tables."""
@@ -231,9 +237,16 @@ class Dataset:
                 return []
             with self.connect() as opened:
                 return self.query_rows(sql, params, opened)
-        cursor = con.execute(sql, params)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        import duckdb
+
+        try:
+            cursor = con.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        except duckdb.Error as exc:
+            if connect.damaged(exc):  # DuckDB reads a block when a query needs it, and checks it then
+                raise self.damaged(exc) from exc
+            raise
 
     def rows_by_job(
         self, table: str, job_ids: list[str], con: duckdb.DuckDBPyConnection | None = None
