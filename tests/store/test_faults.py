@@ -210,3 +210,26 @@ def test_a_damaged_duckdb_file_is_one_line_naming_it_with_exit_3(tmp_path: Path,
     assert "another program" not in result.stderr
     after = sorted((p.relative_to(dataset), p.read_bytes()) for p in dataset.rglob("*") if p.is_file())
     assert after == before
+
+
+def _files(dataset: Path) -> list[tuple[Path, bytes]]:
+    return sorted((p.relative_to(dataset), p.read_bytes()) for p in dataset.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("damage", ["emptied", "truncated"])
+@pytest.mark.parametrize("table", ["traces", "collectives"])
+def test_a_damaged_parquet_file_stops_the_next_ingest_in_one_line_naming_it(
+    tmp_path: Path, table: str, damage: str
+) -> None:
+    dataset = tmp_path / "ds"
+    ingest([_job(tmp_path / "a", "jobA")], dataset)
+    [path] = sorted((dataset / table).glob("*.parquet"))
+    if damage == "emptied":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    before = _files(dataset)
+    result = run("ingest", _job(tmp_path / "b", "jobB"), "--out", dataset)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.count("\n") == 1 and f"{path}: damaged" in result.stderr, result.stderr
+    assert _files(dataset) == before
