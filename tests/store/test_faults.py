@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +237,46 @@ def test_a_damaged_parquet_file_stops_the_next_ingest_in_one_line_naming_it(
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1 and f"{path}: damaged" in result.stderr, result.stderr
     assert _files(dataset) == before
+
+
+def _ingest_with_file_size_limit(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`tracekit ingest` where no file may grow past `limit` bytes (RLIMIT_FSIZE, SIGXFSZ ignored):
+    every write past it fails with EFBIG, as a full disk fails with ENOSPC, in Python, pyarrow and
+    DuckDB alike (no small filesystem needed)."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", "ingest", *map(str, args)],
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("limit", [200_000, 1_000_000])  # the parse's staged files; the DuckDB file
+def test_a_full_disk_is_one_line_with_exit_3_and_the_dataset_unchanged(tmp_path: Path, limit: int) -> None:
+    dataset = tmp_path / "ds"
+    ingest([_job(tmp_path / "a", "jobA")], dataset)
+    write_et_job(tmp_path / "big" / "jobBig", list(range(8)), [("ALL_REDUCE", 1 << 20)] * 20_000)
+    before = _files(dataset)
+    result = _ingest_with_file_size_limit(limit, tmp_path / "big", "--out", dataset, "-q")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.count("\n") == 1 and "no space to write" in result.stderr, result.stderr
+    assert _files(dataset) == before
+
+
+def test_a_write_with_no_room_is_told_from_other_errors() -> None:
+    import errno
+
+    import duckdb
+
+    from tracekit.store import connect
+
+    assert connect.out_of_space(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    assert connect.out_of_space(duckdb.IOException('Could not write all bytes to file "x": No space left on device'))
+    assert not connect.out_of_space(OSError(errno.EACCES, os.strerror(errno.EACCES)))
+    assert not connect.out_of_space(duckdb.IOException("Could not read enough bytes from file"))

@@ -6,11 +6,13 @@ dataset) and `attach` (a file into a connection under an alias, read-only or to 
 storage version). Quoting: `sql_path` and `sql_list` for paths in string literals, `ident` for names.
 Probes: `objects`, `kind`, `columns` and `has_table` read DuckDB's catalogue functions for one
 attached database (`catalog`; None: the connection's current database).
-Why DuckDB refused to open a file is read from its error here too (`holder`, `held_elsewhere`, `damaged`).
+Why DuckDB refused to open a file is read from its error here too (`holder`, `held_elsewhere`, `damaged`,
+`out_of_space`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -29,6 +31,9 @@ _ATTACHED = ("already attached", "different configuration")
 # Its errors reading a damaged file: a block whose checksum fails, a file shorter than its blocks,
 # a header that is not DuckDB's.
 _DAMAGED = ("Corrupt database file", "Could not read enough bytes from file", "not a valid DuckDB database file")
+# A write that found no room, by errno and as DuckDB and pyarrow word it.
+_NO_SPACE_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
+_NO_SPACE = tuple(os.strerror(code) for code in sorted(_NO_SPACE_ERRNOS))
 BASE_TABLE = "BASE TABLE"
 VIEW = "VIEW"
 
@@ -150,6 +155,17 @@ def damaged(exc: BaseException) -> bool:
     if isinstance(exc, duckdb.SerializationException):
         return True
     return isinstance(exc, duckdb.Error) and any(phrase in str(exc) for phrase in _DAMAGED)
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """The error is a write that found no room: the disk or a quota full, or past the largest file
+    allowed (an OSError from Python or pyarrow, an IOException from DuckDB)."""
+    import duckdb
+
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+        return True
+    text = str(exc)
+    return isinstance(exc, (OSError, duckdb.IOException)) and any(phrase in text for phrase in _NO_SPACE)
 
 
 def first_line(exc: BaseException) -> str:
