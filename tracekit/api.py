@@ -12,6 +12,7 @@ from tracekit import interrupts
 from tracekit.errors import DatasetError, OutputError
 from tracekit.schema import TABLES
 from tracekit.scope import Scope
+from tracekit.store import connect
 from tracekit.store.dataset import Dataset
 from tracekit.store.summary import CollectiveTotal, DatasetSummary, summarize
 
@@ -117,8 +118,12 @@ class TraceDataset:
     def __enter__(self) -> TraceDataset:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         self.close()
+        # DuckDB checks a block of the file when a query first reads it: a damaged one can surface
+        # in any query, and is named here in one line.
+        if exc is not None and connect.damaged(exc):
+            raise self.dataset.damaged(exc) from exc
 
 
 def write_parquet(relation: duckdb.DuckDBPyRelation, path: str | Path) -> None:

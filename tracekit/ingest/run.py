@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tracekit import executors, interrupts
 from tracekit._version import __version__
-from tracekit.errors import InputError, Interrupted, TracekitError
+from tracekit.errors import DatasetError, InputError, Interrupted, TracekitError
 from tracekit.ingest.batching import Known, Where, name_of, parse_all
 from tracekit.ingest.discover import ARCHIVE, Discovery, InputFile, JobInfo, discover
 from tracekit.ingest.finishing import Finishing
@@ -38,6 +38,7 @@ from tracekit.ingest.worker import (
     fewer_gc_passes,
 )
 from tracekit.parsers.base import ProcessGroup
+from tracekit.store import connect
 from tracekit.store.changes import RunChanges
 from tracekit.store.commit import commit
 from tracekit.store.dataset import Dataset
@@ -85,6 +86,10 @@ def ingest(
             raise
         except BaseException as exc:
             committed = dataset.committed_run == run_id
+            if not committed and connect.out_of_space(exc):
+                raise DatasetError(
+                    f"{dataset.root}: no space to write the run ({connect.first_line(exc)}); the dataset is unchanged"
+                ) from exc
             stopped = isinstance(exc, KeyboardInterrupt) or interrupted()
             if stopped and not committed:
                 raise Interrupted() from exc
@@ -116,6 +121,7 @@ def _run(
 ) -> None:
     started = datetime.now(UTC)
     staging = dataset.staging_root / report.run_id
+    report.warnings += dataset.warnings  # what recovering an earlier run found and did not follow
     try:
         dataset.new_staging(report.run_id)
         held = [(r["job_id"], r["source"]) for r in dataset.query_rows("select job_id, source from jobs", [])]

@@ -116,6 +116,8 @@ def _attach(dataset: Dataset, con: duckdb.DuckDBPyConnection, staging: Path) -> 
         connect.attach(con, dataset.db_path, "d")
         return True, False
     except duckdb.Error as exc:
+        if connect.damaged(exc):
+            raise dataset.damaged(exc) from exc
         if not connect.held_elsewhere(exc):
             raise DatasetError(f"{dataset.db_path}: cannot open ({connect.first_line(exc)})") from exc
     # Others have it open: readers only (a writer elsewhere is an error), so work on a copy.

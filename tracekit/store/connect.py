@@ -6,11 +6,13 @@ dataset) and `attach` (a file into a connection under an alias, read-only or to 
 storage version). Quoting: `sql_path` and `sql_list` for paths in string literals, `ident` for names.
 Probes: `objects`, `kind`, `columns` and `has_table` read DuckDB's catalogue functions for one
 attached database (`catalog`; None: the connection's current database).
-Why DuckDB refused to open a file is read from its error here too (`holder`, `held_elsewhere`).
+Why DuckDB refused to open a file is read from its error here too (`holder`, `held_elsewhere`, `damaged`,
+`out_of_space`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -23,6 +25,15 @@ if TYPE_CHECKING:
 STORAGE_VERSION = "v1.5.0"
 # DuckDB's error when another process holds the file: `Conflicting lock is held in PROGRAM (PID N)`.
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
+# Its errors when another process holds the file (IOException), or this one has it attached.
+_HELD = ("Conflicting lock is held in", "Could not set lock on file")
+_ATTACHED = ("already attached", "different configuration")
+# Its errors reading a damaged file: a block whose checksum fails, a file shorter than its blocks,
+# a header that is not DuckDB's.
+_DAMAGED = ("Corrupt database file", "Could not read enough bytes from file", "not a valid DuckDB database file")
+# A write that found no room, by errno and as DuckDB and pyarrow word it.
+_NO_SPACE_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
+_NO_SPACE = tuple(os.strerror(code) for code in sorted(_NO_SPACE_ERRNOS))
 BASE_TABLE = "BASE TABLE"
 VIEW = "VIEW"
 
@@ -127,9 +138,34 @@ def holder(exc: BaseException) -> str | None:
 
 
 def held_elsewhere(exc: BaseException) -> bool:
-    """The DuckDB error says another process (or another database of this one) has the file open."""
-    text = str(exc).lower()
-    return "lock" in text or "already attached" in text
+    """The DuckDB error says another process (or another database of this one) has the file open:
+    by its type and DuckDB's exact phrases (a damaged file's "in block" holds the word "lock")."""
+    import duckdb
+
+    text = str(exc)
+    if isinstance(exc, duckdb.IOException) and any(phrase in text for phrase in _HELD):
+        return True
+    return isinstance(exc, duckdb.Error) and any(phrase in text for phrase in _ATTACHED)
+
+
+def damaged(exc: BaseException) -> bool:
+    """The DuckDB error says the file is damaged (torn, truncated, overwritten), not held or missing."""
+    import duckdb
+
+    if isinstance(exc, duckdb.SerializationException):
+        return True
+    return isinstance(exc, duckdb.Error) and any(phrase in str(exc) for phrase in _DAMAGED)
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """The error is a write that found no room: the disk or a quota full, or past the largest file
+    allowed (an OSError from Python or pyarrow, an IOException from DuckDB)."""
+    import duckdb
+
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+        return True
+    text = str(exc)
+    return isinstance(exc, (OSError, duckdb.IOException)) and any(phrase in text for phrase in _NO_SPACE)
 
 
 def first_line(exc: BaseException) -> str:

@@ -31,18 +31,20 @@ The commit itself is tracekit.store.commit.
 
 from __future__ import annotations
 
+import errno
 import fcntl
-import json
+import os
 import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from tracekit.errors import DatasetError
+from tracekit.errors import MAX_MESSAGE_CHARS, DatasetError, one_line
 from tracekit.schema import arrow_schema
-from tracekit.store import connect, dataset_format, migrations
-from tracekit.store.parquet_files import Plan, apply_plan
+from tracekit.store import connect, dataset_format, migrations, staging_marker
+from tracekit.store.parquet_files import apply_plan
 from tracekit.store.snapshot import attach_snapshot
 
 if TYPE_CHECKING:
@@ -66,6 +68,8 @@ class Dataset:
         # The run whose commit point this object passed: its staging folder must survive a failure
         # after that point, for `recover` to finish the moves.
         self.committed_run: str | None = None
+        # What `recover` found and did not follow (a torn or foreign commit marker), one line each.
+        self.warnings: list[str] = []
 
     @property
     def db_path(self) -> Path:
@@ -89,10 +93,9 @@ class Dataset:
             raise DatasetError(f"{self.root}: exists and is not a folder")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            lock = open(self.root / ".lock", "w")
         except OSError as exc:
             raise DatasetError(f"{self.root}: cannot write ({exc.strerror})") from exc
-        with lock:
+        with open_lock(self.root / ".lock") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
@@ -109,20 +112,34 @@ class Dataset:
         return path
 
     def recover(self) -> None:
-        """Finish the file moves of a committed run, drop the staging of uncommitted ones."""
+        """Finish the file moves of a committed run, drop the staging of uncommitted ones.
+
+        The folder is untrusted (on shared storage every worker can write it): a commit marker is
+        followed only where `staging_marker.read` finds it whole and naming the dataset's own files;
+        any other is named in `warnings` and its staging folder removed."""
+        if self.staging_root.is_symlink() or (self.staging_root.exists() and not self.staging_root.is_dir()):
+            self.warnings.append(f"{self.staging_root}: not a folder; removed, not followed")
+            self.staging_root.unlink()
+            return
         if not self.staging_root.is_dir():
             return
-        for marker in self.staging_root.glob(f"*/{COMMIT_MARKER}"):
-            plan = json.loads(marker.read_text())
-            if plan.get("db_inode") is not None and inode(self.db_path) == plan["db_inode"]:
+        markers: dict[Path, staging_marker.Marker] = {}
+        for staging in sorted(self.staging_root.iterdir()):
+            path = staging / COMMIT_MARKER
+            if staging.is_symlink() or not path.is_file():
+                continue
+            try:
+                markers[staging] = staging_marker.read(path, self.root, staging)
+            except staging_marker.MarkerError as exc:
+                self.warnings.append(f"{path}: {exc}; ignored and removed")
+        for marker in markers.values():
+            if marker.db_inode is not None and inode(self.db_path) == marker.db_inode:
                 remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
-        committed = self._committed_runs()
+        committed = self._committed_runs() if markers else set()
         for staging in self.staging_root.iterdir():
-            marker = staging / COMMIT_MARKER
-            if marker.is_file():
-                plan = json.loads(marker.read_text())
-                if plan["run_id"] in committed:
-                    apply_plan(Plan(plan["moves"], plan.get("removals", [])))
+            found = markers.get(staging)
+            if found is not None and found.run_id in committed:
+                apply_plan(found.plan)
             self.discard(staging)
 
     def _committed_runs(self) -> set[str]:
@@ -193,7 +210,13 @@ class Dataset:
             return DatasetError(
                 f"{self.db_path}: not a tracekit dataset ({'an empty file' if empty else 'not a DuckDB database file'})"
             )
+        if connect.damaged(exc):
+            return self.damaged(exc)
         return DatasetError(f"{self.db_path}: cannot open ({connect.first_line(exc)})")
+
+    def damaged(self, exc: BaseException) -> DatasetError:
+        """The error for a DuckDB file that DuckDB found damaged (`connect.damaged`), in one line."""
+        return DatasetError(f"{self.db_path}: damaged ({one_line(connect.first_line(exc), MAX_MESSAGE_CHARS)})")
 
     def _check_tables(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """DatasetError unless the database attached as `catalog` has tracekit's tables."""
@@ -214,9 +237,16 @@ class Dataset:
                 return []
             with self.connect() as opened:
                 return self.query_rows(sql, params, opened)
-        cursor = con.execute(sql, params)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        import duckdb
+
+        try:
+            cursor = con.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        except duckdb.Error as exc:
+            if connect.damaged(exc):  # DuckDB reads a block when a query needs it, and checks it then
+                raise self.damaged(exc) from exc
+            raise
 
     def rows_by_job(
         self, table: str, job_ids: list[str], con: duckdb.DuckDBPyConnection | None = None
@@ -247,12 +277,32 @@ class Dataset:
             con.close()
 
     def discard(self, staging: Path) -> None:
-        """Remove a run's staging folder (and the staging root once empty)."""
-        shutil.rmtree(staging, ignore_errors=True)
+        """Remove a run's staging folder (and the staging root once empty); a symlink is removed,
+        never followed."""
+        if staging.is_symlink() or staging.is_file():
+            staging.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
         try:
             self.staging_root.rmdir()
         except OSError:
             pass
+
+
+def open_lock(path: Path) -> IO[bytes]:
+    """The lock file, opened to write without following a symlink and only if it is a regular file
+    (the folder is untrusted: a `.lock` linked elsewhere must not be created or truncated there)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise DatasetError(f"{path}: not a regular file (a symlink, folder or device): remove it") from exc
+        raise DatasetError(f"{path.parent}: cannot write ({exc.strerror})") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DatasetError(f"{path}: not a regular file (a symlink, folder or device): remove it")
+    return os.fdopen(fd, "wb")
 
 
 def newer_format(root: Path, found: int) -> DatasetError:

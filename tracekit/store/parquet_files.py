@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.errors import DatasetError
 from tracekit.store.connect import sql_list, sql_path
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ _OPTIONS = "FORMAT parquet, COMPRESSION zstd"
 # snappy costs less CPU on both sides than zstd (2,000-job fleet's rows: 4.0 against 4.7 CPU s
 # written and read) at 2.5x the size.
 STAGED_CODEC = "snappy"
+# A Parquet file starts with these bytes and ends with them (after the footer and its 4-byte length).
+_MAGIC = b"PAR1"
+_MIN_PARQUET_BYTES = 12
 
 
 @dataclass
@@ -97,6 +101,8 @@ def write_appended(
     )
     written = sorted(str(p) for p in folder.glob(f"run-{run_id}-*.parquet"))
     held = sorted((root / table).glob("*.parquet"))
+    for path in held:
+        check_whole(path)
     small = [str(p) for p in held if p.stat().st_size < SMALL_FILE_BYTES]
     small_new = [p for p in written if Path(p).stat().st_size < SMALL_FILE_BYTES]
     if len(small) + len(small_new) > MAX_SMALL_FILES:
@@ -136,6 +142,30 @@ def _drop_replaced(con: duckdb.DuckDBPyConnection, held: list[str], replaced: st
             f"TO '{sql_path(rewritten)}' ({_OPTIONS})"
         )
         plan.moves.append((str(rewritten), path))
+
+
+def check_whole(path: Path) -> None:
+    """DatasetError naming `path` unless it looks like a whole Parquet file (its magic bytes at both
+    ends): an emptied or truncated file would fail the run later in a DuckDB traceback, or never
+    be noticed. Costs two small reads."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_MAGIC))
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(end - len(_MAGIC), 0))
+            tail = f.read(len(_MAGIC))
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from exc
+    if end == 0:
+        problem = "an empty file"
+    elif head != _MAGIC or tail != _MAGIC or end < _MIN_PARQUET_BYTES:
+        problem = "not a whole Parquet file: truncated or overwritten"
+    else:
+        return
+    raise DatasetError(
+        f"{path}: damaged ({problem}); the DuckDB file still holds its rows: restore the file, or move it "
+        "aside and ingest its jobs again"
+    )
 
 
 def apply_plan(plan: Plan) -> None:
