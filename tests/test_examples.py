@@ -50,8 +50,8 @@ SKIPPED = {
     "[--nccl-log FILE] [--in-network-reduction nvls|collnet ...] "
     "[--algorithm auto|ring|tree|direct|halving-doubling|hierarchical|nvls|collnet] "
     "[--fabric PRESET|FILE] [--htsim-binary uec|eqds|ndp] [--intra-host] [--csv] [-q]": "a synopsis",
-    "tracekit replay DATASET --fleet -o OUT [--workers N] [--executor local|dask-local|dask://HOST:PORT]": "a "
-    "synopsis (the Fleet replay example runs it)",
+    "tracekit replay DATASET --fleet -o OUT [--workers N] [--executor local|dask-local|dask://HOST:PORT] "
+    "[--job J] [--label L ...] [--since DATE] [--until DATE]": "a synopsis (the Fleet replay example runs it)",
     "tracekit whatif DATASET --job J --fabric F [--fabric G ...] [--routing ecmp|pinned|spray ...] "
     "[--seeds 8] [-o OUT.csv|.json|.parquet] [the replay's placement and NCCL options]": "a synopsis",
     ".venv/bin/pip install -e '.[dask]'": "installs a package",
