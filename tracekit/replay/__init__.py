@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.replay.assemble import FLOW_COLUMNS as _FLOW_COLUMNS
-from tracekit.replay.fabric_whatif import DEFAULT_SEEDS as _WHATIF_SEEDS
+from tracekit.replay.fabric_whatif import whatif
 from tracekit.replay.job_replay import replay
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.placement import Placement, load_placement
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.fabric.topology import FabricSpec
-    from tracekit.replay.fabric_whatif import WhatIf
 
 __all__ = [
     "NcclOptions",
@@ -94,20 +93,3 @@ def fleet_locality(
     from tracekit.replay.fleet import fleet_locality as build
 
     return build(dataset, algorithm, placement, progress)
-
-
-def whatif(
-    dataset: TraceDataset | str | Path,
-    job: str | None,
-    fabrics: list[FabricSpec],
-    routings: list[str] | None = None,
-    placement: Placement | None = None,
-    options: NcclOptions | None = None,
-    algorithm: str = "auto",
-    seeds: int = _WHATIF_SEEDS,
-    progress: Callable[[int], None] | None = None,
-) -> WhatIf:
-    """A job's collectives timed on candidate fabrics and routings (see tracekit.replay.fabric_whatif)."""
-    from tracekit.replay.fabric_whatif import whatif as run
-
-    return run(dataset, job, fabrics, routings, placement, options, algorithm, seeds, progress)
