@@ -72,7 +72,7 @@ def commit(dataset: Dataset, changes: RunChanges, staging: Path) -> None:
         if not in_place:
             con.execute("CHECKPOINT d")
             con.execute("DETACH d")
-            _fsync(staging / DB_NAME)
+            fsync(staging / DB_NAME)
         marker = staging / COMMIT_MARKER
         marker.write_text(
             json.dumps(
@@ -85,7 +85,7 @@ def commit(dataset: Dataset, changes: RunChanges, staging: Path) -> None:
                 }
             )
         )
-        _fsync(marker)
+        fsync(marker)
         with interrupts.deferred():  # past the commit point the run finishes
             if in_place:
                 con.execute("COMMIT")  # the commit point
@@ -216,8 +216,8 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         if query is None:
             continue
         _append(con, table, query, files, _REPLACED_ROWS[table] if rows_replaced else None)
-    _store_queries(con)
-    _refresh_rollups(con, step.rebuild)
+    store_queries(con)
+    refresh_rollups(con, step.rebuild)
     write_rewritten(con, "d", files)
     return files.plan
 
@@ -260,7 +260,7 @@ def _append(con: duckdb.DuckDBPyConnection, table: str, query: str, files: RunFi
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [written])
 
 
-def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
+def refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
     """The rollup rows of the jobs the run touched, recomputed (every job's, for tables in `whole`)."""
     from tracekit.store.queries import rollup_query
 
@@ -323,7 +323,7 @@ def _finished_rows(table: str, staged: list[str]) -> str | None:
     )
 
 
-def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
+def store_queries(con: duckdb.DuckDBPyConnection) -> None:
     """Every queries/*.sql as a view or table macro of the dataset, for users of the DuckDB shell."""
     from tracekit.store.queries import catalog_statements
 
@@ -333,7 +333,7 @@ def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("USE memory")
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -343,6 +343,6 @@ def _fsync(path: Path) -> None:
 
 def _fsync_dir(path: Path) -> None:
     try:
-        _fsync(path)
+        fsync(path)
     except OSError:
         pass
