@@ -156,6 +156,18 @@ class Dataset:
             return []
         return sorted(p for p in self.staging_root.iterdir() if (p / COMMIT_MARKER).is_file())
 
+    def _log_replaced(self) -> bool:
+        """A whole commit marker says the DuckDB file is the copy its run swapped in (its log is stale)."""
+        current = inode(self.db_path)
+        for staging in self.pending_runs():
+            try:
+                marker = staging_marker.read(staging / COMMIT_MARKER, self.root, staging)
+            except staging_marker.MarkerError:
+                continue
+            if marker.db_inode is not None and marker.db_inode == current:
+                return True
+        return False
+
     def _committed_runs(self) -> set[str]:
         if not self.exists():
             return set()
@@ -231,9 +243,14 @@ class Dataset:
             connect.attach(con, self.db_path, alias, read_only=True)
         except duckdb.Error as exc:
             holder = connect.holder(exc)
-            if holder is None:
+            if holder is not None:
+                attach_snapshot(con, self.db_path, self.wal_path, alias, holder)
+            elif connect.stale_log(exc) and self._log_replaced():
+                # A run swapped its copy in and was killed before removing the old log: the file
+                # is the committed state, the log stale (the next writer removes it). Read the file alone.
+                attach_snapshot(con, self.db_path, None, alias, "an interrupted run")
+            else:
                 raise self._unusable(exc) from exc
-            attach_snapshot(con, self.db_path, self.wal_path, alias, holder)
         try:
             self._check_tables(con, alias)
             return self.present(con, alias, prefix)
