@@ -66,7 +66,12 @@ def test_a_damaged_log_is_noticed_by_every_command_and_repaired_from_the_parquet
     runs_parquet = (dataset / "runs.parquet").read_bytes()
     WAL_DAMAGE[damage](dataset / WAL_NAME)
     # Before: DuckDB replayed the log up to the damage and `info` said one job, exit 0.
-    for args in (["info", dataset], ["query", "job_overview", dataset], ["report", dataset, "-o", tmp_path / "r.html"]):
+    commands: list[list[str | Path]] = [
+        ["info", dataset],
+        ["query", "job_overview", dataset],
+        ["report", dataset, "-o", tmp_path / "r.html"],
+    ]
+    for args in commands:
         done = cli(*args)
         assert done.returncode == 3, (args, done.stdout, done.stderr)
         assert "lacks 1 committed run" in done.stderr and "tracekit repair" in done.stderr

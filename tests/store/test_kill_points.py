@@ -76,7 +76,8 @@ def test_a_commit_killed_at_each_point_leaves_a_dataset_readers_open_and_the_nex
     monkeypatch.undo()
     # Past the commit point: every reader sees the run (before, the stale log made the file unopenable).
     assert _jobs_of(dataset) == 3
-    for args in (["info", dataset], ["query", "job_overview", dataset]):
+    commands: list[list[str | Path]] = [["info", dataset], ["query", "job_overview", dataset]]
+    for args in commands:
         done = cli(*args)
         assert done.returncode == 0, (point, args, done.stderr)
     assert cli("verify", dataset).returncode == 3  # the Parquet copy is behind until the next writer
