@@ -3,6 +3,7 @@ every command, named by `tracekit verify`, and rebuilt by `tracekit repair` from
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -176,4 +177,20 @@ def test_a_damaged_duckdb_file_is_rebuilt_from_the_parquet_files_and_kept_aside(
     [kept] = (dataset / ".damaged").iterdir()
     assert (kept / "tracekit.duckdb").stat().st_size == len(damaged)
     assert _answers(dataset) == before
+    assert cli("verify", dataset).returncode == 0
+
+
+def test_a_planted_marker_naming_the_files_inode_never_deletes_a_log_that_holds_runs(tmp_path: Path) -> None:
+    dataset = _two_runs(tmp_path)
+    before = _answers(dataset)
+    planted = dataset / ".staging" / "planted"
+    planted.mkdir(parents=True)
+    marker = {"run_id": "planted", "moves": [], "removals": [], "db_inode": (dataset / "tracekit.duckdb").stat().st_ino}
+    (planted / "COMMIT.json").write_text(json.dumps(marker))
+    # Before: the recovery took the log for a swapped-in copy's stale one and removed it: a run lost.
+    write_et_job(tmp_path / "in" / "jobC", [0, 1], [("ALL_REDUCE", 64)])
+    done = cli("ingest", tmp_path / "in" / "jobC", "--out", dataset)
+    assert done.returncode == 0, done.stderr
+    after = _answers(dataset)
+    assert len(after["jobs"]) == len(before["jobs"]) + 1
     assert cli("verify", dataset).returncode == 0

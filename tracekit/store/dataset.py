@@ -140,9 +140,9 @@ class Dataset:
                 markers[staging] = staging_marker.read(path, self.root, staging)
             except staging_marker.MarkerError as exc:
                 self.warnings.append(f"{path}: {exc}; ignored and removed")
-        for marker in markers.values():
-            if marker.db_inode is not None and inode(self.db_path) == marker.db_inode:
-                remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
+        swapped_in = any(m.db_inode is not None and inode(self.db_path) == m.db_inode for m in markers.values())
+        if swapped_in and self._log_is_stale():
+            remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
         committed = self._committed_runs() if markers else set()
         for staging in self.staging_root.iterdir():
             found = markers.get(staging)
@@ -155,6 +155,20 @@ class Dataset:
         if not self.staging_root.is_dir() or self.staging_root.is_symlink():
             return []
         return sorted(p for p in self.staging_root.iterdir() if (p / COMMIT_MARKER).is_file())
+
+    def _log_is_stale(self) -> bool:
+        """DuckDB refuses the log beside the file as written for an earlier state of it. Asked of
+        DuckDB, not of the marker alone: a marker planted with the file's inode must not make a
+        recovery delete a log that holds committed runs."""
+        import duckdb
+
+        if not self.wal_path.exists():
+            return False
+        try:
+            connect.open_file(self.db_path, read_only=True).close()
+        except duckdb.Error as exc:
+            return connect.stale_log(exc)
+        return False
 
     def _log_replaced(self) -> bool:
         """A whole commit marker says the DuckDB file is the copy its run swapped in (its log is stale)."""
