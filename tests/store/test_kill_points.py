@@ -109,3 +109,19 @@ def test_a_repair_killed_midway_leaves_a_dataset_readers_open_and_the_next_write
     assert done.returncode == 0, done.stderr
     assert _jobs_of(dataset) == 2
     assert cli("verify", dataset).returncode == 0
+
+
+def test_a_dataset_moved_between_a_kill_and_the_next_run_is_still_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)] * 5)
+    monkeypatch.setattr(tracekit.store.commit, "apply_plan", _kill)
+    with pytest.raises(Killed):
+        ingest([tmp_path / "a"], tmp_path / "ds")
+    monkeypatch.undo()
+    (tmp_path / "ds").rename(tmp_path / "moved")
+    # Before: the marker's absolute paths led outside the moved folder, so it was refused and dropped.
+    report = ingest([tmp_path / "a"], tmp_path / "moved")
+    assert report.files_added == 0 and not report.warnings
+    assert cli("verify", tmp_path / "moved").returncode == 0
+    assert _jobs_of(tmp_path / "moved") == 1

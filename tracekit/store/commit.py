@@ -9,7 +9,6 @@ the jobs the run touched.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema, table_from_rows
-from tracekit.store import connect, dataset_format, migrations
+from tracekit.store import connect, dataset_format, migrations, staging_marker
 from tracekit.store.changes import SEQ, RunChanges, files_schema
 from tracekit.store.connect import STORAGE_VERSION, sql_list, sql_path
 from tracekit.store.dataset import (
@@ -74,17 +73,9 @@ def commit(dataset: Dataset, changes: RunChanges, staging: Path) -> None:
             con.execute("DETACH d")
             fsync(staging / DB_NAME)
         marker = staging / COMMIT_MARKER
-        marker.write_text(
-            json.dumps(
-                {
-                    "run_id": changes.run_id,
-                    "moves": plan.moves,
-                    "removals": plan.removals,
-                    # The copy's inode: once the dataset's file has it, the copy was swapped in.
-                    "db_inode": None if in_place else inode(staging / DB_NAME),
-                }
-            )
-        )
+        # The copy's inode: once the dataset's file has it, the copy was swapped in.
+        db_inode = None if in_place else inode(staging / DB_NAME)
+        marker.write_text(staging_marker.text(changes.run_id, plan, db_inode, dataset.root))
         fsync(marker)
         with interrupts.deferred():  # past the commit point the run finishes
             if in_place:

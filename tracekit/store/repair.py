@@ -14,7 +14,6 @@ writes the dataset (`Dataset.recover`).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
-from tracekit.store import connect, dataset_format
+from tracekit.store import connect, dataset_format, staging_marker
 from tracekit.store.commit import fsync, refresh_rollups, store_queries
 from tracekit.store.connect import STORAGE_VERSION, ident, sql_list, sql_path
 from tracekit.store.dataset import (
@@ -170,7 +169,5 @@ def _rewrite_parquet(dataset: Dataset, staging: Path) -> None:
 
 def _write_marker(staging: Path, plan: Plan, db_inode: int | None) -> None:
     marker = staging / COMMIT_MARKER
-    marker.write_text(
-        json.dumps({"run_id": staging.name, "moves": plan.moves, "removals": plan.removals, "db_inode": db_inode})
-    )
+    marker.write_text(staging_marker.text(staging.name, plan, db_inode, staging.parent.parent))
     fsync(marker)
