@@ -39,7 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["open", "ingest", "parse_file", "__version__"]
+__all__ = ["open", "ingest", "parse_file", "verify", "repair", "__version__"]
 
 
 def __getattr__(name: str) -> "Any":
@@ -47,6 +47,10 @@ def __getattr__(name: str) -> "Any":
         from tracekit.api import open
 
         return open
+    if name in ("verify", "repair"):
+        from tracekit import api
+
+        return getattr(api, name)
     if name == "ingest":
         from tracekit.ingest import ingest
 

@@ -20,7 +20,20 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-__all__ = ["CollectiveTotal", "DatasetSummary", "Scope", "ScopedDataset", "TraceDataset", "open", "write_parquet"]
+    from tracekit.store.repair import Repair
+    from tracekit.store.verify import Verdict
+
+__all__ = [
+    "CollectiveTotal",
+    "DatasetSummary",
+    "Scope",
+    "ScopedDataset",
+    "TraceDataset",
+    "open",
+    "repair",
+    "verify",
+    "write_parquet",
+]
 
 
 class TraceDataset:
@@ -172,3 +185,29 @@ def open(path: str | Path, scope: Scope | None = None) -> TraceDataset:  # noqa:
     if scope is None or scope.is_everything():
         return TraceDataset(path)
     return ScopedDataset(path, scope)
+
+
+def verify(path: str | Path) -> Verdict:
+    """Compare the two copies of the dataset at `path` (its DuckDB file and its Parquet files), table
+    by table; never writes. DatasetError where there is no dataset at all."""
+    from tracekit.store.verify import verify as compare
+
+    dataset = Dataset(Path(path))
+    _must_exist(dataset)
+    return compare(dataset)
+
+
+def repair(path: str | Path) -> Repair:
+    """Rebuild the damaged copy of the dataset at `path` from the whole one (tracekit.store.repair)."""
+    from tracekit.store.repair import repair as rebuild
+
+    dataset = Dataset(Path(path))
+    _must_exist(dataset)
+    return rebuild(dataset)
+
+
+def _must_exist(dataset: Dataset) -> None:
+    from tracekit.store.parquet_files import table_files
+
+    if not dataset.root.is_dir() or not (dataset.exists() or table_files(dataset.root, "runs")):
+        raise DatasetError(f"{dataset.root}: no dataset here (run `tracekit ingest ... --out {dataset.root}` first)")

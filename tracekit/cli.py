@@ -356,6 +356,79 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
     _errors(console, summary.errors)
 
 
+@app.command()
+def verify(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
+    """Check that the dataset's two copies agree: the DuckDB file (and its log) and the Parquet files.
+
+    Compares every table's row count and content, finds damaged or missing Parquet files and runs
+    the DuckDB file lost; writes nothing. Exit 0 when they agree, 3 naming each problem otherwise.
+
+    Example: tracekit verify sample.dataset
+    """
+    from rich.console import Console
+
+    from tracekit.api import verify as compare
+    from tracekit.errors import DatasetError, TracekitError
+
+    try:
+        verdict = compare(dataset)
+    except TracekitError as exc:
+        _fail(Console(stderr=True), exc)
+    if verdict.problems:
+        err = Console(stderr=True)
+        for problem in verdict.problems:
+            err.print(f"[red]error:[/red] {shown(problem)}", highlight=False, soft_wrap=True)
+        err.print(f"repair it: tracekit repair {shown(str(dataset))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(DatasetError.exit_code)
+    rows = sum(t.duckdb_rows or 0 for t in verdict.tables)
+    files = sum(t.files for t in verdict.tables)
+    Console().print(
+        f"ok: {shown(str(dataset))}: {verdict.runs:,} runs, {len(verdict.tables)} tables, {rows:,} rows, "
+        f"{files:,} Parquet files: both copies agree",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+def repair(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
+    """Rebuild a dataset's damaged copy from its whole one (see `tracekit verify`).
+
+    A DuckDB file that lost runs or cannot be opened is rebuilt from the Parquet files (the old one
+    kept in DATASET/.damaged/); damaged or missing Parquet files are written again from the DuckDB
+    file. Exit 3 when neither copy is whole.
+
+    Example: tracekit repair sample.dataset
+    """
+    from rich.console import Console
+
+    from tracekit.api import repair as rebuild
+    from tracekit.errors import TracekitError
+
+    console = Console()
+    try:
+        done = rebuild(dataset)
+    except TracekitError as exc:
+        _fail(Console(stderr=True), exc)
+    if done.rebuilt is None:
+        console.print(f"nothing to repair: {shown(str(dataset))}: both copies agree", highlight=False)
+        return
+    for problem in done.before.problems:
+        console.print(f"found: {shown(problem)}", highlight=False, soft_wrap=True)
+    what = "the DuckDB file, from the Parquet files"
+    if done.rebuilt == "parquet":
+        what = "the Parquet files, from the DuckDB file"
+    console.print(f"rebuilt {what}", highlight=False)
+    if done.kept is not None:
+        console.print(f"the old DuckDB file is kept in {shown(str(done.kept))}", highlight=False, soft_wrap=True)
+    for note in done.notes:
+        console.print(f"[yellow]warning:[/yellow] {shown(note)}", highlight=False, soft_wrap=True)
+    for problem in done.after.problems:
+        Console(stderr=True).print(f"[red]error:[/red] still: {shown(problem)}", highlight=False, soft_wrap=True)
+    if done.after.problems:
+        raise typer.Exit(3)
+
+
 def _fail(console: Console, exc: TracekitError) -> NoReturn:
     from tracekit import interrupts
     from tracekit.errors import Interrupted

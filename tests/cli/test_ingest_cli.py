@@ -114,7 +114,7 @@ _SLOW_WRITE = textwrap.dedent(
     import tracekit.store.commit
     from tracekit.cli import main
 
-    original = tracekit.store.commit._store_queries
+    original = tracekit.store.commit.store_queries
 
     def slow(con):
         original(con)
@@ -122,7 +122,7 @@ _SLOW_WRITE = textwrap.dedent(
         con.execute("select sum(i) from range(100000000000) t(i)").fetchall()
 
     if __name__ == "__main__":  # not in the pool's forkserver, which imports this file too
-        tracekit.store.commit._store_queries = slow
+        tracekit.store.commit.store_queries = slow
         sys.argv = ["tracekit", *sys.argv[1:]]
         main()
     """

@@ -127,7 +127,7 @@ def test_a_crash_just_before_the_commit_leaves_nothing_behind(
     def crash(*args: object) -> None:  # the last step before the commit: the run's plan made durable
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracekit.store.commit, "_fsync", crash)
+    monkeypatch.setattr(tracekit.store.commit, "fsync", crash)
     with tracekit.open(tmp_path / "ds") as held:
         if reader:
             held.sql("select count(*) from jobs").fetchall()  # the file is open here while the run writes

@@ -9,7 +9,6 @@ the jobs the run touched.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema, table_from_rows
-from tracekit.store import connect, dataset_format, migrations
+from tracekit.store import connect, dataset_format, migrations, staging_marker
 from tracekit.store.changes import SEQ, RunChanges, files_schema
 from tracekit.store.connect import STORAGE_VERSION, sql_list, sql_path
 from tracekit.store.dataset import (
@@ -72,20 +71,12 @@ def commit(dataset: Dataset, changes: RunChanges, staging: Path) -> None:
         if not in_place:
             con.execute("CHECKPOINT d")
             con.execute("DETACH d")
-            _fsync(staging / DB_NAME)
+            fsync(staging / DB_NAME)
         marker = staging / COMMIT_MARKER
-        marker.write_text(
-            json.dumps(
-                {
-                    "run_id": changes.run_id,
-                    "moves": plan.moves,
-                    "removals": plan.removals,
-                    # The copy's inode: once the dataset's file has it, the copy was swapped in.
-                    "db_inode": None if in_place else inode(staging / DB_NAME),
-                }
-            )
-        )
-        _fsync(marker)
+        # The copy's inode: once the dataset's file has it, the copy was swapped in.
+        db_inode = None if in_place else inode(staging / DB_NAME)
+        marker.write_text(staging_marker.text(changes.run_id, plan, db_inode, dataset.root))
+        fsync(marker)
         with interrupts.deferred():  # past the commit point the run finishes
             if in_place:
                 con.execute("COMMIT")  # the commit point
@@ -216,8 +207,8 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
         if query is None:
             continue
         _append(con, table, query, files, _REPLACED_ROWS[table] if rows_replaced else None)
-    _store_queries(con)
-    _refresh_rollups(con, step.rebuild)
+    store_queries(con)
+    refresh_rollups(con, step.rebuild)
     write_rewritten(con, "d", files)
     return files.plan
 
@@ -260,7 +251,7 @@ def _append(con: duckdb.DuckDBPyConnection, table: str, query: str, files: RunFi
         con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet(?)", [written])
 
 
-def _refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
+def refresh_rollups(con: duckdb.DuckDBPyConnection, whole: list[str]) -> None:
     """The rollup rows of the jobs the run touched, recomputed (every job's, for tables in `whole`)."""
     from tracekit.store.queries import rollup_query
 
@@ -323,7 +314,7 @@ def _finished_rows(table: str, staged: list[str]) -> str | None:
     )
 
 
-def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
+def store_queries(con: duckdb.DuckDBPyConnection) -> None:
     """Every queries/*.sql as a view or table macro of the dataset, for users of the DuckDB shell."""
     from tracekit.store.queries import catalog_statements
 
@@ -333,7 +324,7 @@ def _store_queries(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("USE memory")
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -343,6 +334,6 @@ def _fsync(path: Path) -> None:
 
 def _fsync_dir(path: Path) -> None:
     try:
-        _fsync(path)
+        fsync(path)
     except OSError:
         pass

@@ -34,6 +34,9 @@ _DAMAGED = ("Corrupt database file", "Could not read enough bytes from file", "n
 # A write that found no room, by errno and as DuckDB and pyarrow word it.
 _NO_SPACE_ERRNOS = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
 _NO_SPACE = tuple(os.strerror(code) for code in sorted(_NO_SPACE_ERRNOS))
+# DuckDB refusing a log written for an earlier state of its file: a run swapped a checkpointed copy
+# in and was killed before removing the log it replaced (tracekit.store.commit).
+_STALE_LOG = ("WAL checkpoint iteration does not match", "WAL was created for an older version")
 BASE_TABLE = "BASE TABLE"
 VIEW = "VIEW"
 
@@ -155,6 +158,13 @@ def damaged(exc: BaseException) -> bool:
     if isinstance(exc, duckdb.SerializationException):
         return True
     return isinstance(exc, duckdb.Error) and any(phrase in str(exc) for phrase in _DAMAGED)
+
+
+def stale_log(exc: BaseException) -> bool:
+    """The DuckDB error says the write-ahead log beside the file belongs to an earlier state of it."""
+    import duckdb
+
+    return isinstance(exc, duckdb.Error) and any(phrase in str(exc) for phrase in _STALE_LOG)
 
 
 def out_of_space(exc: BaseException) -> bool:

@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tracekit.errors import MAX_MESSAGE_CHARS, DatasetError, one_line
 from tracekit.schema import arrow_schema
-from tracekit.store import connect, dataset_format, migrations, staging_marker
+from tracekit.store import connect, dataset_format, integrity, migrations, staging_marker
 from tracekit.store.parquet_files import apply_plan
 from tracekit.store.snapshot import attach_snapshot
 
@@ -58,6 +58,9 @@ WAL_NAME = DB_NAME + ".wal"
 WAL_CHECKPOINT_BYTES = 16 << 20
 STAGING = ".staging"
 COMMIT_MARKER = "COMMIT.json"
+# The staging folders of `tracekit repair` (tracekit.store.repair): its marker's moves are followed
+# whatever the runs table holds, since a repair adds no run.
+REPAIR_PREFIX = "repair-"
 # The tables every dataset tracekit wrote has (the rollups came later: see tracekit.store.dataset_format).
 CORE_TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
 
@@ -70,6 +73,9 @@ class Dataset:
         self.committed_run: str | None = None
         # What `recover` found and did not follow (a torn or foreign commit marker), one line each.
         self.warnings: list[str] = []
+        # Opening refuses a DuckDB file that lacks runs runs.parquet lists (tracekit.store.integrity);
+        # `tracekit repair`, which rebuilds it, turns that off.
+        self.check_runs = True
 
     @property
     def db_path(self) -> Path:
@@ -104,6 +110,8 @@ class Dataset:
                     "run again when it is done"
                 ) from exc
             self.recover()
+            if self.check_runs and self.exists():
+                self.connect().close()  # a DuckDB file that lost runs is never written over
             yield
 
     def new_staging(self, run_id: str) -> Path:
@@ -132,15 +140,47 @@ class Dataset:
                 markers[staging] = staging_marker.read(path, self.root, staging)
             except staging_marker.MarkerError as exc:
                 self.warnings.append(f"{path}: {exc}; ignored and removed")
-        for marker in markers.values():
-            if marker.db_inode is not None and inode(self.db_path) == marker.db_inode:
-                remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
+        swapped_in = any(m.db_inode is not None and inode(self.db_path) == m.db_inode for m in markers.values())
+        if swapped_in and self._log_is_stale():
+            remove_replaced_log(self.wal_path)  # the run's copy was swapped in: the log is stale
         committed = self._committed_runs() if markers else set()
         for staging in self.staging_root.iterdir():
             found = markers.get(staging)
-            if found is not None and found.run_id in committed:
+            if found is not None and (found.run_id in committed or found.run_id.startswith(REPAIR_PREFIX)):
                 apply_plan(found.plan)
             self.discard(staging)
+
+    def pending_runs(self) -> list[Path]:
+        """Staging folders of runs interrupted after their commit marker was written (`recover` finishes them)."""
+        if not self.staging_root.is_dir() or self.staging_root.is_symlink():
+            return []
+        return sorted(p for p in self.staging_root.iterdir() if (p / COMMIT_MARKER).is_file())
+
+    def _log_is_stale(self) -> bool:
+        """DuckDB refuses the log beside the file as written for an earlier state of it. Asked of
+        DuckDB, not of the marker alone: a marker planted with the file's inode must not make a
+        recovery delete a log that holds committed runs."""
+        import duckdb
+
+        if not self.wal_path.exists():
+            return False
+        try:
+            connect.open_file(self.db_path, read_only=True).close()
+        except duckdb.Error as exc:
+            return connect.stale_log(exc)
+        return False
+
+    def _log_replaced(self) -> bool:
+        """A whole commit marker says the DuckDB file is the copy its run swapped in (its log is stale)."""
+        current = inode(self.db_path)
+        for staging in self.pending_runs():
+            try:
+                marker = staging_marker.read(staging / COMMIT_MARKER, self.root, staging)
+            except staging_marker.MarkerError:
+                continue
+            if marker.db_inode is not None and marker.db_inode == current:
+                return True
+        return False
 
     def _committed_runs(self) -> set[str]:
         if not self.exists():
@@ -149,7 +189,7 @@ class Dataset:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
 
     def connect(
-        self, read_only: bool = True, advice: str = "close it or use --out elsewhere"
+        self, read_only: bool = True, advice: str = "close it or use --out elsewhere", _retried: bool = False
     ) -> duckdb.DuckDBPyConnection:
         """A connection to the DuckDB file itself (for the ingest that writes it; readers use
         `attach_read_only`), checked to be a tracekit dataset. Read-only, a dataset of an older
@@ -168,24 +208,63 @@ class Dataset:
             self._check_tables(con, catalog)
             if read_only:
                 self.present(con, catalog)
+            lost = integrity.lost_runs(con, f"{connect.ident(catalog)}.runs", self.root) if self.check_runs else []
+        except duckdb.Error as exc:
+            con.close()
+            if connect.damaged(exc):
+                raise self.damaged(exc) from exc
+            raise
         except BaseException:
             con.close()
             raise
+        if lost:
+            con.close()
+            if _retried:  # still: not a commit that landed between reading the two copies
+                raise integrity.lost_runs_error(self.root, lost)
+            return self.connect(read_only, advice, _retried=True)
         return con
 
-    def attach_read_only(self, con: duckdb.DuckDBPyConnection, alias: str, prefix: str = "") -> dict[str, str]:
+    def attach_read_only(
+        self, con: duckdb.DuckDBPyConnection, alias: str, prefix: str = "", check_runs: bool = True
+    ) -> dict[str, str]:
         """Attach the committed dataset to `con` as `alias`, read-only: the file itself, or, while
         another process holds it read-write, a snapshot of it (tracekit.store.snapshot). Returns
-        where to read each table from (`present`)."""
+        where to read each table from (`present`). A DuckDB file that lacks runs runs.parquet lists
+        is refused (`check_runs`: tracekit.store.integrity), after one retry: a commit may have
+        landed between reading the two."""
+        check_runs = check_runs and self.check_runs
+        lost: list[str] = []
+        import duckdb
+
+        for _ in range(2):
+            tables = self._attach_read_only(con, alias, prefix)
+            try:
+                lost = integrity.lost_runs(con, f"{connect.ident(alias)}.runs", self.root) if check_runs else []
+            except duckdb.Error as exc:
+                con.execute(f"DETACH {connect.ident(alias)}")
+                if connect.damaged(exc):
+                    raise self.damaged(exc) from exc
+                raise
+            if not lost:
+                return tables
+            con.execute(f"DETACH {connect.ident(alias)}")
+        raise integrity.lost_runs_error(self.root, lost)
+
+    def _attach_read_only(self, con: duckdb.DuckDBPyConnection, alias: str, prefix: str) -> dict[str, str]:
         import duckdb
 
         try:
             connect.attach(con, self.db_path, alias, read_only=True)
         except duckdb.Error as exc:
             holder = connect.holder(exc)
-            if holder is None:
+            if holder is not None:
+                attach_snapshot(con, self.db_path, self.wal_path, alias, holder)
+            elif connect.stale_log(exc) and self._log_replaced():
+                # A run swapped its copy in and was killed before removing the old log: the file
+                # is the committed state, the log stale (the next writer removes it). Read the file alone.
+                attach_snapshot(con, self.db_path, None, alias, "an interrupted run")
+            else:
                 raise self._unusable(exc) from exc
-            attach_snapshot(con, self.db_path, self.wal_path, alias, holder)
         try:
             self._check_tables(con, alias)
             return self.present(con, alias, prefix)
@@ -216,7 +295,10 @@ class Dataset:
 
     def damaged(self, exc: BaseException) -> DatasetError:
         """The error for a DuckDB file that DuckDB found damaged (`connect.damaged`), in one line."""
-        return DatasetError(f"{self.db_path}: damaged ({one_line(connect.first_line(exc), MAX_MESSAGE_CHARS)})")
+        return DatasetError(
+            f"{self.db_path}: damaged ({one_line(connect.first_line(exc), MAX_MESSAGE_CHARS)}): "
+            f"`tracekit repair {self.root}` rebuilds it from the Parquet files"
+        )
 
     def _check_tables(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
         """DatasetError unless the database attached as `catalog` has tracekit's tables."""

@@ -176,3 +176,16 @@ def apply_plan(plan: Plan) -> None:
             os.replace(src, dst)
     for path in plan.removals:
         Path(path).unlink(missing_ok=True)
+
+
+def table_files(root: Path, table: str) -> list[Path]:
+    """The Parquet files holding `table` in the dataset at `root`, sorted (none where it has none).
+    Datasets of format 5 and earlier keep traces in one `traces.parquet`."""
+    if table in REWRITTEN_TABLES:
+        single = root / f"{table}.parquet"
+        return [single] if single.is_file() else []
+    folder = root / table
+    if folder.is_dir():
+        return sorted(p for p in folder.glob("*.parquet") if p.is_file())
+    single = root / f"{table}.parquet"
+    return [single] if single.is_file() else []

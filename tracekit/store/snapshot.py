@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 SNAPSHOT_WAITS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 
 
-def attach_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path, wal_path: Path, alias: str, holder: str) -> None:
-    """Attach a copy of the file and its log taken while neither changed (the holder may be
-    writing: a copy that changed meanwhile may be torn), retrying while the holder writes."""
+def attach_snapshot(
+    con: duckdb.DuckDBPyConnection, db_path: Path, wal_path: Path | None, alias: str, holder: str
+) -> None:
+    """Attach a copy of the file and its log (None: the file alone) taken while neither changed (the
+    holder may be writing: a copy that changed meanwhile may be torn), retrying while the holder writes."""
     import duckdb
 
     for wait in (0.0, *SNAPSHOT_WAITS):
@@ -39,12 +41,13 @@ def attach_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path, wal_path: Pat
                 f"{tempfile.gettempdir()} ({exc.strerror})"
             ) from exc
         try:
-            before = stamps(db_path, wal_path)
+            watched = (db_path,) if wal_path is None else (db_path, wal_path)
+            before = stamps(*watched)
             copy = Path(folder) / db_path.name
             shutil.copyfile(db_path, copy)
-            if wal_path.exists():
+            if wal_path is not None and wal_path.exists():
                 shutil.copyfile(wal_path, copy.with_name(wal_path.name))
-            if stamps(db_path, wal_path) != before:
+            if stamps(*watched) != before:
                 continue
             try:
                 connect.attach(con, copy, alias, read_only=True)

@@ -58,6 +58,8 @@ def read(path: Path, root: Path, staging: Path) -> Marker:
         raise MarkerError("moves is not a list of [source, destination] paths")
     if not isinstance(removals, list) or not all(isinstance(r, str) for r in removals):
         raise MarkerError("removals is not a list of paths")
+    moves = [[_in(root, src), _in(root, dst)] for src, dst in moves]
+    removals = [_in(root, r) for r in removals]
     base, own = _real(root), _real(staging)
     for src, dst in moves:
         if not _inside(_real(src), own):
@@ -68,6 +70,18 @@ def read(path: Path, root: Path, staging: Path) -> Marker:
         if not _dataset_file(_real(removal), base):
             raise MarkerError(f"removes a path that is not a dataset file: {_quoted(removal)}")
     return Marker(run_id, Plan([(src, dst) for src, dst in moves], list(removals)), db_inode)
+
+
+def text(run_id: str, plan: Plan, db_inode: int | None, root: Path) -> str:
+    """The marker of a run, its paths relative to the dataset's folder: a dataset moved between a
+    kill and the next run is still finished (absolute paths, as earlier markers have, are read too)."""
+    moves = [[os.path.relpath(src, root), os.path.relpath(dst, root)] for src, dst in plan.moves]
+    removals = [os.path.relpath(path, root) for path in plan.removals]
+    return json.dumps({"run_id": run_id, "moves": moves, "removals": removals, "db_inode": db_inode})
+
+
+def _in(root: Path, path: str) -> str:
+    return path if os.path.isabs(path) else str(root / path)
 
 
 def _is_pair(value: Any) -> bool:
