@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
 from tracekit.store import connect, dataset_format, staging_marker
@@ -118,9 +119,10 @@ def _rebuild_duckdb(dataset: Dataset, staging: Path, notes: list[str]) -> None:
         con.close()
     fsync(staging / DB_NAME)
     _write_marker(staging, Plan(), inode(staging / DB_NAME))
-    os.replace(staging / DB_NAME, dataset.db_path)
-    remove_replaced_log(dataset.wal_path)
-    dataset.discard(staging)
+    with interrupts.deferred():  # a Ctrl-C waits while the file is swapped in (as a commit's does)
+        os.replace(staging / DB_NAME, dataset.db_path)
+        remove_replaced_log(dataset.wal_path)
+        dataset.discard(staging)
 
 
 def _copy_replay_tables(dataset: Dataset, con: duckdb.DuckDBPyConnection, staging: Path, notes: list[str]) -> None:
@@ -163,8 +165,9 @@ def _rewrite_parquet(dataset: Dataset, staging: Path) -> None:
     finally:
         con.close()
     _write_marker(staging, plan, None)
-    apply_plan(plan)
-    dataset.discard(staging)
+    with interrupts.deferred():
+        apply_plan(plan)
+        dataset.discard(staging)
 
 
 def _write_marker(staging: Path, plan: Plan, db_inode: int | None) -> None:
