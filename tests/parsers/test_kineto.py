@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tests.examples import examples
 from tests.golden import assert_golden
 from tracekit.parsers import kineto
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
+from tracekit.parsers.common.values import MAX_TEXT_CHARS
 from tracekit.sources import BytesSource, source_for
 
 Row = dict[str, Any]
@@ -1020,6 +1022,45 @@ def test_bad_comm_arg_values_do_not_crash() -> None:
         None,
     )
     assert big["in_splits"] is None
+
+
+def _timed(doc: dict[str, Any]) -> tuple[tuple[TraceMeta, list[Row], pa.Table], float]:
+    data = json.dumps(doc).encode()
+    started = time.process_time()
+    parsed = _parse(data)
+    return parsed, time.process_time() - started
+
+
+def test_an_argument_of_megabytes_is_dropped_with_a_warning_in_well_under_a_second() -> None:
+    # 8 MiB of split sizes as text took 6 s (one integer parse per part) and no warning said why.
+    args = _comm_args("all_to_allv", "Float", 8, 8, 4, **{"In split size": ",".join(["1"] * (4 << 20))})
+    (meta, rows, _), took = _timed(_doc([_x("record_param_comms", 10, 5, **args)]))
+    assert took < 0.5
+    [row] = rows
+    assert (row["comm_type"], row["in_elems"], row["group_size"], row["in_splits"]) == ("ALL_TO_ALL", 8, 4, None)
+    [warning] = meta.warnings
+    line = warning.describe("rank0.pt.trace.json")
+    assert line.startswith("rank0.pt.trace.json at traceEvents[0]: In split size = '1,1,1,")
+    assert line.endswith(" is 8,388,607 characters long, more than 1,048,576: dropped")
+
+
+def test_names_and_group_descriptions_of_megabytes_are_cut_or_dropped() -> None:
+    huge = "x" * (8 << 20)
+    groups = [{"pg_name": "0", "pg_desc": huge, "pg_size": 4, "ranks": []}]
+    events = [
+        _x("nccl:all_reduce" + huge, 10, 5, cat="user_annotation"),
+        _x("record_param_comms", 20, 5, **_comm_args("allreduce", "Float", 8, 8, 4)),
+    ]
+    doc = _doc(events, distributedInfo={"backend": "nccl", "rank": 0, "world_size": 4, "pg_config": groups})
+    (meta, rows, ops), took = _timed(doc)
+    assert took < 1.0
+    assert [len(n) for n in ops.column("name").to_pylist()] == [MAX_TEXT_CHARS, len("record_param_comms")]
+    assert [r["comm_type"] for r in rows] == ["ALL_REDUCE", "ALL_REDUCE"]  # the cut name still names it
+    assert [(g.pg_name, g.pg_desc, g.group_size) for g in meta.process_groups] == [("0", None, 4)]
+    assert sorted((w.where, w.message.rsplit(": ", 1)[1]) for w in meta.warnings) == [
+        ("distributedInfo.pg_config", "dropped"),
+        ("traceEvents[0]", "cut to its first 1,048,576"),
+    ]
 
 
 # ---------------------------------------------------------------------------------- throughput

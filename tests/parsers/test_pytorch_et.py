@@ -6,6 +6,7 @@ import copy
 import json
 import random
 import tarfile
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from tests.examples import examples
 from tests.golden import assert_golden
 from tracekit.parsers import detect_format, parser_for, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceError, TraceMeta
+from tracekit.parsers.common.values import MAX_TEXT_CHARS
 from tracekit.sources import BytesSource
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -1670,3 +1672,59 @@ def test_any_node_values_give_rows_or_a_trace_error(nodes: list[Any], pg_payload
         assert row["in_bytes"] is None or 0 <= row["in_bytes"] <= 2**62
         if row["in_splits"] and row["in_elems"] is not None:
             assert sum(row["in_splits"]) == row["in_elems"]  # splits are elements, or null
+
+
+# ------------------------------------------------------------------------- values of megabytes
+
+
+def _timed(doc: dict[str, Any]) -> tuple[Parsed, float]:
+    data = json.dumps(doc).encode()
+    started = time.process_time()
+    parsed = run(data)
+    return parsed, time.process_time() - started
+
+
+def _a2a_attrs(**extra: Any) -> dict[str, Any]:
+    attrs = {"collective_name": "all_to_allv", "dtype": "Float", "in_msg_nelems": 8, "out_msg_nelems": 8}
+    attrs.update({"pg_name": "0", "pg_size": 4, **extra})
+    return attrs
+
+
+def test_an_attribute_of_megabytes_is_dropped_with_a_warning_in_well_under_a_second() -> None:
+    # 8 MiB of split sizes as text took 6 s (one integer parse per part) and no warning said why.
+    attrs = _a2a_attrs(in_split_size=",".join(["1"] * (4 << 20)))
+    rpc = rpc_c(11, 2, "all_to_allv", tensor(5, 8), tensor(6, 8), 3, ("0", "default_pg"), 2, attrs=attrs)
+    (meta, colls, _), took = _timed(et("1.1.0-chakra.0.0.4", [rpc]))
+    assert took < 0.5
+    [row] = colls
+    assert (row["comm_type"], row["in_elems"], row["pg_name"], row["in_splits"]) == ("ALL_TO_ALL", 8, "0", None)
+    [warning] = meta.warnings
+    line = warning.describe("et_rank0.json")
+    assert line.startswith("et_rank0.json at node id 11 (nodes[1]): in_split_size = '1,1,1,")
+    assert line.endswith(" is 8,388,607 characters long, more than 1,048,576: dropped")
+
+
+def test_inputs_and_names_of_megabytes_are_dropped_or_cut() -> None:
+    huge = "x" * (8 << 20)
+    rpc = rpc_c(11, 2, "all_reduce", tensor(5, 8), tensor(6, 8), 3, ("0", huge), 2)
+    rpc["inputs"]["types"][0] = "GenericList[" + "Tensor(float)," * (1 << 20) + "]"
+    named = node(12, "aten::mm" + huge, 2)
+    (meta, colls, ops), took = _timed(et("1.0.3-chakra.0.0.4", [rpc, named]))
+    assert took < 1.0
+    [row] = colls
+    assert (row["op_id"], row["comm_type"], row["pg_name"], row["in_elems"], row["out_elems"]) == (
+        11,
+        "ALL_REDUCE",
+        None,  # the (pg_name, pg_desc) tuple held the huge description: dropped whole
+        None,  # the input tensor's type was dropped: its size is not read
+        8,
+    )
+    assert [len(o["name"]) for o in ops if o["op_id"] == 12] == [MAX_TEXT_CHARS]
+    messages = sorted(w.message.split(" = ")[0] + " " + w.message.rsplit(": ", 1)[1] for w in meta.warnings)
+    assert messages == ["inputs[0] type dropped", "inputs[2] dropped", "name cut to its first 1,048,576"]
+
+
+def test_a_process_group_payload_longer_than_a_value_is_still_read() -> None:
+    groups = [{"pg_name": str(i), "pg_desc": "d" * 100, "ranks": [i]} for i in range(20_000)]
+    meta, _, _ = run(et("1.1.0", [pg_init(3, groups)]))
+    assert len(meta.process_groups) == 20_000 and meta.warnings == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ from tests.parsers.chakra.test_et import (
     parse_with,
     record,
 )
+from tracekit.parse import ParsedTrace, parse_file
 from tracekit.parsers import detect_format, et_def_pb2
 from tracekit.parsers.base import TraceError
 from tracekit.parsers.chakra import et as chakra_et
 from tracekit.parsers.chakra import jsonizer as chakra_json
+from tracekit.parsers.common.values import MAX_TEXT_CHARS
 from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node
 
 
@@ -369,3 +372,48 @@ def test_any_object_values_give_rows_or_a_trace_error(objects: list[dict[str, An
         exc.describe("t.json").encode("utf-8")
         return
     assert parsed.meta.node_count == len(objects)
+
+
+# --- values of megabytes ---------------------------------------------------------------------
+
+
+def _timed_parse(text: str, name: str = "t.0.json") -> tuple[ParsedTrace, float]:
+    data = text.encode()
+    started = time.process_time()
+    parsed = parse_file(data=data, name=name)
+    return parsed, time.process_time() - started
+
+
+def test_an_attribute_of_megabytes_is_dropped_with_a_warning_in_well_under_a_second() -> None:
+    # 8 MiB of split sizes as text took 6 s (one integer parse per part) and no warning said why.
+    splits = ",".join(["1"] * (4 << 20))
+    attrs = [
+        {"name": "comm_type", "int64Val": "6"},
+        {"name": "comm_size", "int64Val": "4096"},
+        {"name": "in_split_size", "stringVal": splits},
+        {"name": "pg_name", "stringVal": "0"},
+    ]
+    node = {"id": "7", "name": "all_to_all", "type": "COMM_COLL_NODE", "attr": attrs}
+    parsed, took = _timed_parse('{"version": "0.0.4"}' + json.dumps(node) + '{"id": "8", "type": "COMP_NODE"}')
+    assert took < 0.5
+    [row] = parsed.collectives.to_pylist()
+    assert (row["comm_type"], row["in_bytes"], row["pg_name"], row["in_splits"]) == ("ALL_TO_ALL", 4096, "0", None)
+    [warning] = parsed.meta.warnings
+    line = warning.describe("t.0.json")
+    assert line.startswith("t.0.json at node id 7: in_split_size = '1,1,1,")
+    assert line.endswith(" is 8,388,607 characters long, more than 1,048,576: dropped") and "\n" not in line
+
+
+def test_a_node_name_of_megabytes_is_cut_with_a_warning() -> None:
+    node = {"id": "3", "name": "x" * (8 << 20), "type": "COMP_NODE"}
+    parsed, took = _timed_parse(json.dumps(node))
+    assert took < 0.5
+    assert [len(n) for n in parsed.ops.column("name").to_pylist()] == [MAX_TEXT_CHARS]
+    [warning] = parsed.meta.warnings
+    assert warning.where == "node id 3" and warning.message.endswith(": cut to its first 1,048,576")
+
+
+def test_an_object_of_megabytes_whose_strings_fit_keeps_them() -> None:
+    attrs = [{"name": f"a{i}", "stringVal": "v" * 1000} for i in range(2000)]
+    parsed, _ = _timed_parse(json.dumps({"id": "1", "name": "n", "type": "COMP_NODE", "attr": attrs}))
+    assert parsed.meta.warnings == [] and parsed.ops.num_rows == 1

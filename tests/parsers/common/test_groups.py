@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from tracekit.parsers.common.groups import (
     only_group,
     read_process_groups,
 )
-from tracekit.parsers.common.values import Checker
+from tracekit.parsers.common.values import MAX_TEXT_CHARS, Checker
 
 NEW = {"pg_name": "1", "pg_desc": "tp", "backend_config": "cuda:nccl", "ranks": [2, 6], "group_size": 2}
 WORLD = {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:nccl", "ranks": [], "group_size": 8}
@@ -80,6 +81,45 @@ def test_a_bad_entry_is_skipped_with_a_warning(entry: Any, reason: str) -> None:
 def test_an_unreadable_payload_is_one_warning_and_no_groups(payload: Any) -> None:
     groups, warnings = read(payload)
     assert groups == [] and len(warnings) == 1
+
+
+def test_millions_of_entries_that_are_no_groups_cost_one_pass_and_a_few_lines() -> None:
+    # 4 M entries took 15 s: an exception, an excerpt and a warning each (the warnings were capped).
+    payload = json.dumps([WORLD, *[1] * (4 << 20), {}, {"ranks": [0]}])
+    started = time.process_time()
+    groups, warnings = read(payload)
+    assert time.process_time() - started < 1.0
+    assert groups == [ProcessGroup("0", "default_pg", "gloo,nccl", 8, [])]
+    assert len(warnings) == 4 and all("skipped" in w for w in warnings[:3])
+    assert warnings[3] == "4,194,303 more process-group entries skipped (only the first 3 are listed)"
+
+
+def test_a_python_literal_of_millions_of_items_is_refused_without_being_built() -> None:
+    # ast.literal_eval built it: 42 s and 4 GB for 8 MiB of "1,".
+    started = time.process_time()
+    groups, warnings = read("[" + "1," * (4 << 20) + "]")
+    assert time.process_time() - started < 1.0
+    assert groups == [] and len(warnings) == 1 and "Python literal" in warnings[0]
+
+
+def test_the_chakra_form_of_megabytes_is_read_in_one_pass() -> None:
+    entries = [{"pg_name": str(i), "pg_desc": "d'\\\né中", "ranks": [i]} for i in range(50_000)]
+    text = str([json.dumps(entries)])
+    assert len(text) > 3 << 20
+    started = time.process_time()
+    groups, warnings = read(text)
+    assert time.process_time() - started < 2.0
+    assert warnings == [] and len(groups) == 50_000 and groups[7].pg_desc == "d'\\\né中"
+
+
+def test_names_and_descriptions_of_megabytes() -> None:
+    huge = "x" * (MAX_TEXT_CHARS + 1)
+    groups, warnings = read([{**NEW, "pg_desc": huge}, {**NEW, "pg_name": huge}, {**NEW, "backend_config": huge}])
+    assert groups == [ProcessGroup("1", None, "nccl", 2, [2, 6]), ProcessGroup("1", "tp", None, 2, [2, 6])]
+    assert len(warnings) == 3
+    assert warnings[0].startswith("pg_desc = 'xxx") and warnings[0].endswith(": dropped")
+    assert "skipped" in warnings[1] and "characters long" in warnings[1]
+    assert warnings[2].startswith("backend_config = 'xxx") and warnings[2].endswith(": dropped")
 
 
 def test_absent_or_empty_payload_is_silent() -> None:

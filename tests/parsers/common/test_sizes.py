@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracekit.parsers.base import TraceMeta
 from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.sizes import is_uneven, split_sizes, splits_in_elements
-from tracekit.parsers.common.values import Checker
+from tracekit.parsers.common.values import COUNT, MAX_TEXT_CHARS, Checker, as_int
 
 
 @pytest.mark.parametrize(
@@ -42,12 +45,55 @@ def test_is_uneven(args: tuple[Any, ...], expected: bool | None) -> None:
         ("[1, -2]", None, True),
         (12, None, True),
         ([1, "a"], None, True),
+        (" 1 ,, +2, 3 ,", [1, 2, 3], False),  # as_int reads each part: signs, spaces, empty parts
+        ("\t[5,\n6]", [5, 6], False),
+        ("1_000, 2", None, True),  # int() would take these; a trace never writes them
+        ("\u0663, 1", None, True),
+        ("1 2", None, True),
+        ("+-1", None, True),
+        ("9" * 41, None, True),  # no int64 with room to spare
     ],
 )
 def test_split_sizes(value: Any, expected: list[int] | None, warned: bool) -> None:
     meta = TraceMeta(format="x")
     assert split_sizes(value, "in_splits", Checker(meta), "here") == expected
     assert bool(meta.warnings) is warned
+
+
+def test_a_split_text_of_more_values_than_ranks_is_refused_by_its_count() -> None:
+    # 8 MiB of "1," took 6 s, one as_int per part, to be refused for its length afterwards.
+    meta = TraceMeta(format="x")
+    started = time.process_time()
+    assert split_sizes("[" + "1," * (4 << 20) + "1]", "in_splits", Checker(meta), "node 3") is None
+    assert time.process_time() - started < 0.2
+    [warning] = meta.warnings
+    assert "more than 1,048,576 values" in warning.message and warning.where == "node 3"
+
+
+def test_a_long_split_text_is_read_in_one_pass() -> None:
+    # 1 MiB of split sizes (half a million peers) cost 0.7 s read part by part.
+    meta = TraceMeta(format="x")
+    text = ", ".join(["7"] * (MAX_TEXT_CHARS // 3))
+    started = time.process_time()
+    splits = split_sizes(text, "in_splits", Checker(meta), None)
+    assert time.process_time() - started < 0.3
+    assert splits == [7] * (MAX_TEXT_CHARS // 3) and meta.warnings == []
+
+
+def _split_sizes_part_by_part(text: str) -> list[int] | None:
+    """The reference: every part read by as_int, within COUNT."""
+    items = [as_int(part) for part in text.strip().removeprefix("[").removesuffix("]").split(",") if part.strip()]
+    if any(item is None or not COUNT.holds(item) for item in items):
+        return None
+    return items  # type: ignore[return-value]
+
+
+@given(
+    st.text(alphabet="0123456789,+- \t\v\x1c\u0663_x", max_size=60) | st.from_regex(r"\[?( ?-?[0-9]{1,45} ?,){0,5}\]?")
+)
+def test_split_text_read_in_one_pass_as_part_by_part(text: str) -> None:
+    meta = TraceMeta(format="x")
+    assert split_sizes(f"[{text}]", "in_splits", Checker(meta), None) == _split_sizes_part_by_part(f"[{text}]")
 
 
 def _a2a(**fields: Any) -> CollectiveRow:

@@ -17,6 +17,7 @@ from tracekit.parsers.common.values import (
     INT64,
     MAX_COUNT,
     MAX_RANKS,
+    MAX_TEXT_CHARS,
     RANK,
     SIZE,
     Checker,
@@ -24,6 +25,7 @@ from tracekit.parsers.common.values import (
     as_number,
     elements,
     excerpt,
+    too_long,
 )
 
 
@@ -81,6 +83,28 @@ def test_checker_warns_once_per_field_with_a_count() -> None:
         ("peer = 2147483648 is out of bounds [0, 1048575]: left null (2 values in this file)", "node 1"),
         ("group_size = -1 is out of bounds [1, 1048576]: left null", "node 3"),
     ]
+
+
+def test_a_string_longer_than_any_real_one_is_dropped_a_name_cut() -> None:
+    # The longest string of the public and sample traces: 2,266 characters (an ET input type).
+    assert MAX_TEXT_CHARS == 2**20
+    meta = TraceMeta(format="x")
+    check = Checker(meta)
+    fits = "a" * MAX_TEXT_CHARS
+    assert check.text(fits, "dtype", "node 1") is fits and check.name(fits, "name", "node 1") is fits
+    assert check.text(7, "dtype", "node 1") == 7 and meta.warnings == []
+    assert check.text(fits + "b", "dtype", "node 2") is None
+    assert check.text(["x", [fits + "b"]], "dtype", "node 3") is None
+    assert check.name("nccl:" + fits, "name", "node 4") == ("nccl:" + fits)[:MAX_TEXT_CHARS]
+    dropped, cut = meta.warnings
+    assert dropped.message.startswith("dtype = 'aaaa") and dropped.where == "node 2"
+    assert dropped.message.endswith(
+        " is 1,048,577 characters long, more than 1,048,576: dropped (2 values in this file)"
+    )
+    assert cut.message.startswith("name = 'nccl:aaaa") and cut.where == "node 4"
+    assert cut.message.endswith(" is 1,048,581 characters long, more than 1,048,576: cut to its first 1,048,576")
+    assert all(len(w.message) < 300 for w in meta.warnings)
+    assert too_long(fits + "b") and too_long([[fits + "b"]]) and not too_long(fits) and not too_long(["a", 3])
 
 
 def test_checker_row_nulls_every_field_out_of_bounds() -> None:

@@ -32,7 +32,7 @@ from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra.rows import NodeRows
 from tracekit.parsers.chakra.rules import EXTENSION_NODE_TYPES, INT_VARIANTS, NODE_TYPE_NAMES
 from tracekit.parsers.common.limits import MAX_OBJECT_CHARS, too_deep
-from tracekit.parsers.common.values import excerpt
+from tracekit.parsers.common.values import MAX_TEXT_CHARS, Checker, excerpt, too_long
 
 FORMAT = "chakra_json"
 
@@ -116,6 +116,7 @@ class ObjectReader:
     def __init__(self, stream: IO[bytes]) -> None:
         self._text = _TextStream(stream)
         self._start = 0
+        self.chars = 0  # the length of the object last yielded, as text
 
     def place(self) -> str:
         return self._text.place(self._start)
@@ -130,6 +131,7 @@ class ObjectReader:
             if not isinstance(obj, dict):
                 kind = type(obj).__name__
                 raise TraceError(f"object {number} is a JSON {kind}, not an object", self.place())
+            self.chars = end - self._start
             yield number, obj
             text.pos = end
             number += 1
@@ -174,6 +176,8 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
         reader = ObjectReader(stream)
         try:
             for number, obj in reader:
+                if reader.chars > MAX_TEXT_CHARS:  # no string in a shorter object can be longer
+                    _bound_text(obj, rows.checker, number)
                 if number == 0 and _METADATA_KEYS.issuperset(obj):
                     rows.add_metadata(_message(obj, et_def_pb2.GlobalMetadata(), number, reader))
                 else:
@@ -187,6 +191,35 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
             if exc.where is None:  # a count limit of NodeRows: the place is the last object read
                 exc.where = f"object {number} at {reader.place()}"
             raise
+
+
+def _bound_text(obj: dict[str, Any], checker: Checker, number: int) -> None:
+    """Cut the object's name, and drop its version and the attributes whose value holds a string,
+    that are longer than MAX_TEXT_CHARS (tracekit.parsers.common.values), noted on the file."""
+    node_id = obj.get("id")
+    where = f"node id {node_id}" if node_id.__class__ in (str, int) and len(str(node_id)) < 24 else f"object {number}"
+    name = obj.get("name")
+    if name.__class__ is str:
+        obj["name"] = checker.name(name, "name", where)
+    if "version" in obj:
+        obj["version"] = checker.text(obj["version"], "version", where)
+        if obj["version"] is None:
+            del obj["version"]
+    attrs = obj.get("attr")
+    if attrs.__class__ is list:
+        kept = []
+        for attr in attrs:
+            value = (
+                next((v for k, v in attr.items() if k != "name" and too_long(v)), None)
+                if attr.__class__ is dict
+                else None
+            )
+            if value is None:
+                kept.append(attr)
+                continue
+            label = attr.get("name")
+            checker.text(value, label if label.__class__ is str and len(label) < 100 else "attr", where)
+        obj["attr"] = kept
 
 
 # --- fast path ------------------------------------------------------------------------------

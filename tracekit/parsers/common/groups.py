@@ -16,6 +16,14 @@ which Chakra's converter wraps once more in Python `str()` of the input list) an
 One policy: an entry that cannot be read (no name, ranks that are not ranks, a size out of
 bounds, a rank listed twice) is skipped and noted on the file as a warning; the other entries stand.
 A payload that is not a list of entries at all is one warning and no groups. Never an error.
+
+Cost. A payload is the one text longer than MAX_TEXT_CHARS a reader takes (it lists every group of
+the job: megabytes at 2**20 ranks), so it is read in passes of C code, whatever it holds: JSON by
+`json`, the Python form of Chakra's converter (`['<JSON text>']`) by decoding its one string, and
+only a short other Python literal by `ast.literal_eval` (which builds a tree of some 500 bytes per
+item: 42 s and 4 GB for 8 MiB of `1,`). Entries that are no groups are counted, the first
+_LISTED_BAD of them named (4 M of them took 15 s, a warning built for each). A name, description or
+backend longer than MAX_TEXT_CHARS is a bad value like any other (tracekit.parsers.common.values).
 """
 
 from __future__ import annotations
@@ -26,10 +34,14 @@ from typing import Any
 
 from tracekit.parsers.base import ProcessGroup
 from tracekit.parsers.common.names import backend_name
-from tracekit.parsers.common.values import MAX_RANKS, RANK, SIZE, Checker, as_int, excerpt
+from tracekit.parsers.common.values import MAX_RANKS, MAX_TEXT_CHARS, RANK, SIZE, Checker, as_int, excerpt
 
 # Unwrapping JSON text inside Python text inside a list happens a bounded number of times.
 _MAX_UNWRAP = 4
+# Entries that are no groups named one by one; the others are counted in one line.
+_LISTED_BAD = 3
+# The longest Python literal other than Chakra's one-string list given to ast.literal_eval.
+_MAX_LITERAL_CHARS = 1 << 16
 
 
 class _Unreadable(Exception):
@@ -49,13 +61,29 @@ def read_process_groups(payload: Any, checker: Checker, where: str | None) -> li
         checker.meta.warn(f"process-group record {excerpt(exc.value)} {exc.reason}: no groups read", where)
         return []
     groups = []
+    bad = 0
     for entry in entries:
-        try:
-            groups.append(_group(entry))
-        except _Unreadable as exc:
-            name = entry.get("pg_name", entry.get("pg_id")) if isinstance(entry, dict) else None
-            label = f"process group {excerpt(name, 40)}" if name is not None else "a process group entry"
-            checker.meta.warn(f"{label} skipped: {exc.reason} ({excerpt(exc.value)})", where)
+        if entry.__class__ is dict and ("pg_name" in entry or "pg_id" in entry):
+            try:
+                groups.append(_group(entry, checker, where))
+                continue
+            except _Unreadable as exc:
+                error = exc
+        else:
+            error = None  # no group at all: worded only if it is among the first listed
+        bad += 1
+        if bad > _LISTED_BAD:
+            continue
+        if error is None:
+            error = _Unreadable("is not an object" if not isinstance(entry, dict) else "has no pg_name or pg_id", entry)
+        name = entry.get("pg_name", entry.get("pg_id")) if isinstance(entry, dict) else None
+        label = f"process group {excerpt(name, 40)}" if name is not None else "a process group entry"
+        checker.meta.warn(f"{label} skipped: {error.reason} ({excerpt(error.value)})", where)
+    if bad > _LISTED_BAD:
+        more = bad - _LISTED_BAD
+        checker.meta.warn(
+            f"{more:,} more process-group entries skipped (only the first {_LISTED_BAD} are listed)", where
+        )
     return groups
 
 
@@ -90,28 +118,47 @@ def _decode_text(text: str) -> Any:
         return json.loads(stripped)
     except (ValueError, RecursionError):
         pass
+    wrapped = _one_string_list(stripped)
+    if wrapped is not None:
+        return wrapped
+    if len(stripped) > _MAX_LITERAL_CHARS:
+        raise _Unreadable(f"is no JSON, and too long ({len(stripped):,} characters) for a Python literal", text)
     try:
-        return ast.literal_eval(stripped)  # Python str() of a list, as Chakra's converter writes it
+        return ast.literal_eval(stripped)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise _Unreadable("is neither JSON nor a Python literal", text) from None
 
 
-def _group(entry: Any) -> ProcessGroup:
-    if not isinstance(entry, dict):
-        raise _Unreadable("is not an object", entry)
+def _one_string_list(text: str) -> list[str] | None:
+    """The list of `str([json_text])`, Chakra's converter's form of the ET input, read as one
+    string: its literal decoded by the codec, and taken only if it is exactly the literal repr()
+    writes for what it decoded to. None for any other text."""
+    if len(text) < 4 or text[0] != "[" or text[-1] != "]" or text[1] not in "'\"" or text[-2] != text[1]:
+        return None
+    body = text[2:-2]
+    try:
+        value = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return None
+    return [value] if f"[{value!r}]" == text else None
+
+
+def _group(entry: dict[str, Any], checker: Checker, where: str | None) -> ProcessGroup:
     name = entry.get("pg_name", entry.get("pg_id"))
     if name is None or isinstance(name, bool) or not isinstance(name, str | int):
         raise _Unreadable("has no pg_name or pg_id", name)
+    if isinstance(name, str) and len(name) > MAX_TEXT_CHARS:
+        raise _Unreadable(f"its pg_name is {len(name):,} characters long, more than {MAX_TEXT_CHARS:,}", name)
     ranks = group_ranks(entry.get("ranks"))
     raw_size = entry.get("group_size", entry.get("pg_size"))
     size = as_int(raw_size) if raw_size is not None else (len(ranks) if ranks else None)
     if raw_size is not None and (size is None or not SIZE.holds(size)):
         raise _Unreadable(f"size is not a group size in [{SIZE.low}, {SIZE.high}]", raw_size)
-    desc = entry.get("pg_desc")
+    desc = checker.text(entry.get("pg_desc"), "pg_desc", where)
     return ProcessGroup(
         pg_name=str(name),
         pg_desc=desc if isinstance(desc, str) else None,
-        backend=backend_name(entry.get("backend_config")),
+        backend=backend_name(checker.text(entry.get("backend_config"), "backend_config", where)),
         group_size=size,
         ranks=ranks,
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit.parsers.common.names import is_uneven_name
-from tracekit.parsers.common.values import COUNT, Checker, as_int
+from tracekit.parsers.common.values import COUNT, MAX_RANKS, Checker, as_int
 
 if TYPE_CHECKING:
     from tracekit.parsers.common.rows import CollectiveRow
@@ -62,11 +62,38 @@ def split_sizes(value: Any, field: str, checker: Checker, where: str | None) -> 
         return None  # abbreviated by the profiler: not the whole list
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
-    items = [as_int(part) for part in text.split(",") if part.strip()]
-    if any(item is None for item in items):
+    if text.count(",") >= MAX_RANKS:  # counted before anything is parsed: a split per rank at most
+        checker.note(field, f"holds more than {MAX_RANKS:,} values, a split per rank", value, where)
+        return None
+    parts = text.split(",")
+    items = _decimals(text, parts)
+    if items is not None:
+        if items and not COUNT.low <= min(items) <= max(items) <= COUNT.high:
+            return checker.integers(items, field, COUNT, where)  # words the warning
+        return items
+    read = [as_int(part) for part in parts if part.strip()]
+    if any(item is None for item in read):
         checker.note(field, "is not a list of split sizes", value, where)
         return None
-    return checker.integers(items, field, COUNT, where)
+    return checker.integers(read, field, COUNT, where)
+
+
+# What a list of decimals is made of; `_decimals` reads one in a single pass when it holds nothing else.
+_DECIMAL_CHARS = b"0123456789,+- \t\n\r\f\v"
+_DECIMAL_PART_CHARS = 41  # as_int reads at most 40 digits and a sign (longer parts: part by part)
+
+
+def _decimals(text: str, parts: list[str]) -> list[int] | None:
+    """The integers of comma-separated decimals, as `as_int` reads each part (empty parts skipped),
+    with int() in one pass; None when the text holds anything else (read part by part then)."""
+    if not text.isascii() or text.encode().translate(None, _DECIMAL_CHARS):
+        return None
+    if max(map(len, parts)) > _DECIMAL_PART_CHARS:
+        return None
+    try:
+        return [int(part) for part in parts if part and not part.isspace()]
+    except ValueError:  # "1 2", "+-1", a lone sign
+        return None
 
 
 def splits_in_elements(row: CollectiveRow, checker: Checker, where: str | None) -> None:

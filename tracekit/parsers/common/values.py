@@ -17,7 +17,14 @@ The bounds, and why:
   int64 columns' limit, so that a sum of a few counts cannot overflow what SQL adds up; a byte count
   computed from elements (up to 16 bytes each) is checked against it too;
 * ids, sequence numbers and record-function ids in the int64 range of their columns;
-* times (microseconds) finite.
+* times (microseconds) finite;
+* strings (`MAX_TEXT_CHARS`, 2**20 characters): the longest a reader takes from a node or an event,
+  its name, an attribute or an argument (the longest in the public and sample traces: 2,266, an ET
+  input type). A longer name is cut to its first MAX_TEXT_CHARS characters (it still names the op);
+  any other longer value is dropped, as one that does not fit its column is. The readers check
+  where a value enters (`Checker.text`, `Checker.name`), so that no rule after them parses
+  megabytes (a split list of 8 MiB took 6 s). A process-group payload is the one longer text read:
+  it lists every group of the job (tracekit.parsers.common.groups), and its limit is the record's.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ if TYPE_CHECKING:
 
 MAX_RANKS = 1 << 20
 MAX_COUNT = 1 << 62
+MAX_TEXT_CHARS = 1 << 20
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Longer excerpts of a bad value are cut: a warning is one line, whatever the file holds.
 EXCERPT_CHARS = 80
@@ -167,6 +175,23 @@ def _render(value: Any, limit: int, depth: int) -> str:
     return f"<{type(value).__name__}>"
 
 
+def too_long(value: Any, depth: int = _EXCERPT_DEPTH) -> bool:
+    """Whether `value` is, or holds in lists and dicts `depth` deep, a string longer than MAX_TEXT_CHARS."""
+    if value.__class__ is str:
+        return len(value) > MAX_TEXT_CHARS
+    if depth and isinstance(value, list | tuple):
+        return any(too_long(item, depth - 1) for item in value)
+    if depth and isinstance(value, dict):
+        return any(too_long(item, depth - 1) for item in value.values())
+    return False
+
+
+def _length_text(value: Any) -> str:
+    if isinstance(value, str):
+        return f"is {len(value):,} characters long, more than {MAX_TEXT_CHARS:,}"
+    return f"holds a string longer than {MAX_TEXT_CHARS:,} characters"
+
+
 def _bounds_text(bound: Bound) -> str:
     return f"[{bound.low}, {bound.high}]"
 
@@ -179,11 +204,11 @@ class Checker:
         self.meta = meta
         self._noted: dict[str, tuple[int, int, TraceWarning]] = {}  # field -> (index, count, first)
 
-    def note(self, field: str, problem: str, value: Any, where: str | None) -> None:
-        """Record that `field` was left null because its `value` has `problem`."""
+    def note(self, field: str, problem: str, value: Any, where: str | None, outcome: str = "left null") -> None:
+        """Record that `field` was left null (or had `outcome`) because its `value` has `problem`."""
         seen = self._noted.get(field)
         if seen is None:
-            warning = TraceWarning(f"{field} = {excerpt(value)} {problem}: left null", where)
+            warning = TraceWarning(f"{field} = {excerpt(value)} {problem}: {outcome}", where)
             self.meta.warnings.append(warning)
             self._noted[field] = (len(self.meta.warnings) - 1, 1, warning)
             return
@@ -191,6 +216,20 @@ class Checker:
         count += 1
         self._noted[field] = (index, count, first)
         self.meta.warnings[index] = TraceWarning(f"{first.message} ({count} values in this file)", first.where)
+
+    def text(self, value: Any, field: str, where: str | None) -> Any:
+        """`value`, or None (noted) when it is or holds a string longer than MAX_TEXT_CHARS."""
+        if not too_long(value):
+            return value
+        self.note(field, _length_text(value), value, where, "dropped")
+        return None
+
+    def name(self, value: str, field: str, where: str | None) -> str:
+        """A name cut to its first MAX_TEXT_CHARS characters (noted when it was longer)."""
+        if len(value) <= MAX_TEXT_CHARS:
+            return value
+        self.note(field, _length_text(value), value, where, f"cut to its first {MAX_TEXT_CHARS:,}")
+        return value[:MAX_TEXT_CHARS]
 
     def integer(self, value: Any, field: str, bound: Bound, where: str | None) -> int | None:
         """`value` as an integer within `bound`; None (with a warning) when it is not one."""
@@ -251,7 +290,7 @@ class Checker:
             if items is not None and len(items) > MAX_RANKS:
                 self.note(name, f"holds {len(items)} values, more than {MAX_RANKS} ranks", items, where)
                 setattr(row, name, None)
-            elif items is not None and not all(bound.holds(v) for v in items):
+            elif items and not bound.low <= min(items) <= max(items) <= bound.high:
                 self.note(name, f"holds a value out of bounds {_bounds_text(bound)}", items, where)
                 setattr(row, name, None)
         for name in ROW_TIMES:

@@ -80,8 +80,8 @@ from tracekit.parsers.base import BatchSink, Source, TraceMeta
 from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.limits import JsonChunks, whole_document_bytes
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
-from tracekit.parsers.common.values import Checker
-from tracekit.parsers.kineto.decode import Event, decode, detached, event_args, read_meta
+from tracekit.parsers.common.values import MAX_TEXT_CHARS, Checker
+from tracekit.parsers.kineto.decode import Event, bound_args, decode, detached, event_args, read_meta
 from tracekit.parsers.kineto.events import (
     Candidates,
     Events,
@@ -167,6 +167,7 @@ def collective_rows(
     if found is None:
         assert isinstance(events, list)  # read whole
         found = classify(events, complete)
+    bound_args(events, found, ctx.checker)
     units, loose_annotations = anchor_units(events, found)
     for i in loose_annotations:
         units[i] = Unit(i, "annotation", event_args(events[i]))
@@ -234,14 +235,31 @@ def _write_ops(events: list[Event], complete: list[int], sink: Any, checker: Che
             first = low
         given = {
             "op_id": pa.array(chunk, pa.int64()) if not base else pa.array([base + i for i in chunk], pa.int64()),
-            "name": pa.array([e.name for e in evs], pa.string()),
-            "type": pa.array([e.cat for e in evs], pa.string()),
+            "name": _names(evs, "name", chunk, checker, base),
+            "type": _names(evs, "cat", chunk, checker, base),
             "start_us": start_us,
             "duration_us": pa.array(_finite([e.dur for e in evs], chunk, "dur", checker, base), pa.float64()),
         }
         arrays = [given[f.name] if f.name in given else pa.nulls(n, f.type) for f in schema]
         sink.write("ops", pa.RecordBatch.from_arrays(arrays, schema=schema))
     return first
+
+
+def _names(evs: list[Event], field: str, chunk: list[int], checker: Checker, base: int) -> Any:
+    """The events' names (or categories) as a column; those longer than MAX_TEXT_CHARS are cut in
+    the events themselves, so that the collective logic reads them cut too (noted on the file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = pa.array([getattr(e, field) for e in evs], pa.string())
+    longest = pc.max(pc.binary_length(column)).as_py()  # bytes: at least the characters
+    if longest is None or longest <= MAX_TEXT_CHARS:
+        return column
+    for index, ev in zip(chunk, evs, strict=True):
+        value = getattr(ev, field)
+        if value is not None and len(value) > MAX_TEXT_CHARS:
+            setattr(ev, field, checker.name(value, field, f"traceEvents[{base + index}]"))
+    return pa.array([getattr(e, field) for e in evs], pa.string())
 
 
 def _finite(

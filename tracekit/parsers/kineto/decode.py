@@ -20,7 +20,7 @@ import msgspec
 from tracekit.parsers.base import TraceError, TraceMeta
 from tracekit.parsers.common.groups import read_process_groups
 from tracekit.parsers.common.limits import too_deep
-from tracekit.parsers.common.values import INT64, RANK, SIZE, Checker, as_number
+from tracekit.parsers.common.values import INT64, MAX_TEXT_CHARS, RANK, SIZE, Checker, as_number
 
 
 class Event(msgspec.Struct, gc=False):
@@ -164,6 +164,23 @@ def event_args(ev: Event) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def bound_args(events: Events, found: Any, checker: Checker) -> None:
+    """Drop the args of the candidate events (`found`: tracekit.parsers.kineto.events.Candidates)
+    that hold a string longer than MAX_TEXT_CHARS, noted on the file, before any rule reads them.
+    Only args whose JSON text is longer can hold one: the others are not decoded here."""
+    for index in (*found.kernels, *found.anchors, *found.annotations, *found.c10d_ops):
+        ev = events[index]
+        if len(ev.args) <= MAX_TEXT_CHARS:
+            continue
+        args = event_args(ev)
+        where = f"traceEvents[{index}]"
+        kept = {
+            key: value for key, value in args.items() if checker.text(value, key, where) is not None or value is None
+        }
+        if len(kept) < len(args):
+            ev.args = msgspec.Raw(msgspec.json.encode(kept))
+
+
 def launch_correlation(ev: Event) -> int | None:
     """The `correlation` arg of a kernel launch (typed decode: launches are many)."""
     if not ev.args:
@@ -181,7 +198,7 @@ def read_meta(trace: Trace, meta: TraceMeta, checker: Checker, count: int, first
     events: their `count` and the least `ts` of a complete one (`first_ts`: the start time)."""
     meta.node_count = count
     if trace.schemaVersion is not None:
-        meta.schema_version = str(trace.schemaVersion)
+        meta.schema_version = checker.text(str(trace.schemaVersion), "schemaVersion", "top-level object")
     dist: dict[str, Any] = {}
     if trace.distributedInfo:
         try:

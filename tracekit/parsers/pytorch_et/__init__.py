@@ -105,7 +105,8 @@ def _parse(source: Source, sink: BatchSink) -> TraceMeta:
         node_count=len(raw_nodes),
     )
     checker = Checker(meta)
-    nodes = _nodes(raw_nodes)
+    meta.schema_version = checker.text(meta.schema_version, "schema", "top-level object")
+    nodes = _nodes(raw_nodes, checker)
     parents = {node.id: node.parent for node in nodes}
 
     # Process groups first: collective rows map peers through them.
@@ -131,13 +132,13 @@ def _parse(source: Source, sink: BatchSink) -> TraceMeta:
     return meta
 
 
-def _nodes(raw_nodes: list[object]) -> list[Node]:
+def _nodes(raw_nodes: list[object], checker: Checker) -> list[Node]:
     nodes: list[Node] = []
     seen: set[int] = set()
     for index, raw in enumerate(raw_nodes):
         if not isinstance(raw, dict):
             raise TraceError(f"node is a JSON {type(raw).__name__}, not an object", f"nodes[{index}]")
-        node = Node(raw, index)
+        node = Node(raw, index, checker)
         if node.id in seen:
             raise TraceError(f"duplicate node id {node.id}", node.where)
         seen.add(node.id)

@@ -15,8 +15,14 @@ from typing import Any, TypeGuard
 
 from tracekit.parsers.base import TraceError
 from tracekit.parsers.common.limits import MAX_WALK_DEPTH
-from tracekit.parsers.common.names import C10D_PREFIX, RECORD_PARAM_COMMS, is_backend_annotation, normalize_dtype
-from tracekit.parsers.common.values import Bound, Checker, excerpt
+from tracekit.parsers.common.names import (
+    C10D_PREFIX,
+    PG_INIT_MARK,
+    RECORD_PARAM_COMMS,
+    is_backend_annotation,
+    normalize_dtype,
+)
+from tracekit.parsers.common.values import MAX_TEXT_CHARS, Bound, Checker, excerpt, too_long
 
 # record_param_comms attrs of schema >= 1.1.0 (they win over the positional inputs).
 COLLECTIVE_NAME = "collective_name"
@@ -36,6 +42,8 @@ OP_SCHEMA = "op_schema"
 FLAT_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
 
 KIND_RPC, KIND_ANNOTATION, KIND_C10D = 1, 2, 3
+# An attr name longer than this is not quoted as the field of a warning.
+_LABEL_CHARS = 100
 
 
 def is_int(value: Any) -> TypeGuard[int]:
@@ -53,11 +61,15 @@ def kind(name: str) -> int | None:
 
 
 class Node:
-    """One ET node, normalized over the 1.0.1 flat and the 1.0.2+ nested layouts."""
+    """One ET node, normalized over the 1.0.1 flat and the 1.0.2+ nested layouts.
 
-    __slots__ = ("raw", "id", "name", "parent", "index")
+    Strings longer than MAX_TEXT_CHARS (tracekit.parsers.common.values) are bounded where they
+    enter: the name as the node is made, the attrs, inputs and outputs the first time any of them
+    is read (only the nodes the rules read beyond their name pay for the walk)."""
 
-    def __init__(self, raw: dict[str, Any], index: int) -> None:
+    __slots__ = ("raw", "id", "name", "parent", "index", "_checker")
+
+    def __init__(self, raw: dict[str, Any], index: int, checker: Checker | None = None) -> None:
         self.raw = raw
         self.index = index
         node_id = raw.get("id")
@@ -67,7 +79,10 @@ class Node:
         name = raw.get("name", "")
         if not isinstance(name, str):
             raise TraceError(f"node {node_id}: name is {type(name).__name__}, not a string", self.where)
-        self.name: str = name
+        self.name: str = (
+            name if checker is None or len(name) <= MAX_TEXT_CHARS else checker.name(name, "name", self.where)
+        )
+        self._checker = checker  # None once the node's values are bounded
         parent = raw.get("ctrl_deps", raw.get("parent"))
         if isinstance(parent, list):  # tolerated: a list of parents; the first one is the tree parent
             parent = parent[0] if parent else None
@@ -79,7 +94,46 @@ class Node:
     def where(self) -> str:
         return f"node id {self.id} (nodes[{self.index}])"
 
+    def _bound_values(self, checker: Checker) -> None:
+        """Drop the attrs, inputs and outputs that hold a string longer than MAX_TEXT_CHARS, noted on
+        the file; once per node. A dropped input or output is null with no type: it is not read."""
+        self._checker = None
+        raw, where = self.raw, self.where
+        attrs = raw.get("attrs")
+        if isinstance(attrs, list):
+            for attr in attrs:
+                if isinstance(attr, dict) and too_long(attr.get("value")):
+                    name = attr.get("name")
+                    label = name if isinstance(name, str) and len(name) < _LABEL_CHARS else "attr"
+                    attr["value"] = checker.text(attr["value"], label, where)
+        elif attrs is None:
+            for key in FLAT_ATTRS:
+                if too_long(raw.get(key)):
+                    raw[key] = checker.text(raw[key], key, where)
+        if PG_INIT_MARK in self.name:
+            return  # its input is the process-group payload, read whole (tracekit.parsers.common.groups)
+        for side in ("inputs", "outputs"):
+            block = raw.get(side)
+            if isinstance(block, dict):
+                values, types = block.get("values"), block.get("types")
+            else:
+                values, types = block, raw.get("input_types" if side == "inputs" else "output_types")
+            if not isinstance(types, list):
+                continue  # a structural error, reported where the node is read
+            for i, type_name in enumerate(types):
+                if too_long(type_name):
+                    checker.text(type_name, f"{side}[{i}] type", where)
+                    types[i] = ""
+            if isinstance(values, list):
+                for i, value in enumerate(values):
+                    if too_long(value):
+                        values[i] = checker.text(value, f"{side}[{i}]", where)
+                        if i < len(types):
+                            types[i] = ""
+
     def _pairs(self, side: str) -> list[tuple[Any, str]]:
+        if self._checker is not None:
+            self._bound_values(self._checker)
         raw = self.raw
         block = raw.get(side)
         if block is None:
@@ -106,6 +160,8 @@ class Node:
         return self._pairs("outputs")
 
     def attrs(self) -> dict[str, Any]:
+        if self._checker is not None:
+            self._bound_values(self._checker)
         raw = self.raw
         attrs = raw.get("attrs")
         if attrs is None:  # 1.0.1: the standard attrs are top-level keys
