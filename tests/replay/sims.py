@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,10 @@ def need(binary: str) -> Path:
 def _run(script: Path, timeout: float) -> str:
     env = dict(os.environ, SIMS=str(SIMS))
     done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=timeout, env=env)
+    if done.returncode == 128 + signal.SIGILL and not done.stdout:
+        # Killed before main printed anything: the build uses instructions this CPU lacks (HPCC's
+        # libns3 was built with AVX-512 in one provisioning of ../shared). Not a finding about the files.
+        pytest.skip(f"{script.parent.name}: the simulator in {SIMS} cannot start on this CPU (SIGILL before main)")
     return done.stdout + done.stderr
 
 

@@ -258,9 +258,10 @@ def run_fleet(
     with TraceDataset(dataset):  # a missing or unreadable dataset fails here, before any lock
         pass
     where = Dataset(Path(dataset))
-    with where.writing():
+    advice = "close it (a shell reading it: duckdb -readonly) and run again"
+    with where.writing(advice):
         # another program writing it: say so now, not after the work
-        where.connect(read_only=False, advice="close it (a shell reading it: duckdb -readonly) and run again").close()
+        where.connect(read_only=False, advice=advice).close()
         result = replay_fleet(dataset, settings, executor, workers, progress=progress, scope=scope)
         files = write_fleet(result, out)
         try:

@@ -61,6 +61,9 @@ COMMIT_MARKER = "COMMIT.json"
 # The staging folders of `tracekit repair` (tracekit.store.repair): its marker's moves are followed
 # whatever the runs table holds, since a repair adds no run.
 REPAIR_PREFIX = "repair-"
+# How the line saying another program holds the DuckDB file ends, for an ingest (whose --out names
+# the dataset); the fleet replay, whose --out is something else, says its own.
+BUSY_ADVICE = "close it or use --out elsewhere"
 # The tables every dataset tracekit wrote has (the rollups came later: see tracekit.store.dataset_format).
 CORE_TABLES = ("traces", "jobs", "process_groups", "collectives", "ops", "runs")
 
@@ -93,8 +96,9 @@ class Dataset:
         return self.db_path.is_file()
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Hold the dataset's write lock; finish or discard an earlier interrupted run first."""
+    def writing(self, advice: str = BUSY_ADVICE) -> Iterator[None]:
+        """Hold the dataset's write lock; finish or discard an earlier interrupted run first.
+        `advice` ends the line that says another program holds the DuckDB file (`connect`)."""
         if self.root.exists() and not self.root.is_dir():
             raise DatasetError(f"{self.root}: exists and is not a folder")
         try:
@@ -111,7 +115,7 @@ class Dataset:
                 ) from exc
             self.recover()
             if self.check_runs and self.exists():
-                self.connect().close()  # a DuckDB file that lost runs is never written over
+                self.connect(advice=advice).close()  # a DuckDB file that lost runs is never written over
             yield
 
     def new_staging(self, run_id: str) -> Path:
@@ -189,7 +193,7 @@ class Dataset:
             return {r[0] for r in con.execute("select run_id from runs").fetchall()}
 
     def connect(
-        self, read_only: bool = True, advice: str = "close it or use --out elsewhere", _retried: bool = False
+        self, read_only: bool = True, advice: str = BUSY_ADVICE, _retried: bool = False
     ) -> duckdb.DuckDBPyConnection:
         """A connection to the DuckDB file itself (for the ingest that writes it; readers use
         `attach_read_only`), checked to be a tracekit dataset. Read-only, a dataset of an older
