@@ -1,6 +1,13 @@
 """Handing the run's files to the parse workers: in batches (`Known` gives each batch what the
 dataset already holds that its files could be), on the executor when there are enough of them,
-with a round's worth of files kept in flight while the ingest process finishes jobs."""
+with a round's worth of files kept in flight while the ingest process finishes jobs.
+
+A dead worker (the OOM killer, a segfault in a C extension) costs its batch, not the run: the batch
+is parsed again in a fresh worker, each of its files alone, and a file whose worker dies again gets an
+error row saying how (`worker died: signal 9 (SIGKILL)`). Batches lost only because the death broke
+their pool are handed out again as they were. A batch's rows are those of the result it returns, so
+a dead worker's staged files (written halfway, or whole but never returned) are never committed,
+and each file's rows come from the one parse whose result came back."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from tracekit import executors, interrupts
+from tracekit.errors import describe
 from tracekit.ingest.discover import InputFile, with_data
 from tracekit.ingest.finishing import FINISH_FILES
 from tracekit.ingest.worker import Batch, BatchResult, ParsedFile, Task, content_key, make_trace_id, parse_batch
@@ -132,15 +140,16 @@ def parse_all(
                 yield from _account(report, parse_batch(batch))
         return
     with executors.open_executor(where.executor, workers) as run:
-        pending: dict[Future[BatchResult], int] = {}  # -> its files
+        pending = _InFlight(run)
         for refused, batch in batches:
             yield from refused
             while len(pending) >= 2 * run.slots and sum(pending.values()) >= _IN_FLIGHT_FILES:
                 yield from _drain(pending, FIRST_COMPLETED, report)
             if batch is not None:
-                with interrupts.blocked():  # a worker being spawned is never left half-started
-                    pending[run.executor.submit(parse_batch, batch)] = len(batch.tasks)
-        yield from _drain(pending, None, report)
+                pending.submit(batch)
+        while pending:
+            yield from _drain(pending, None, report)
+        report.warnings += pending.survived()
 
 
 def _account(report: IngestReport, result: BatchResult) -> list[ParsedFile]:
@@ -190,7 +199,75 @@ def _file_size(path: str | None) -> int | None:
 
 
 def _drain(pending: dict[Future[BatchResult], int], until: str | None, report: IngestReport) -> Iterator[ParsedFile]:
+    """Take back the batches done (`until`: FIRST_COMPLETED, or None for all); `pending` is an _InFlight."""
+    assert isinstance(pending, _InFlight)
     done, _ = wait(pending, return_when=until or "ALL_COMPLETED")
     for future in done:
         del pending[future]
+        batch, retried = pending.sent.pop(future)
+        # Looked at outside an `except` block: a Ctrl-C while a broken pool is replaced raises at once.
+        if future.exception() is not None and (death := pending.run.death(future)) is not None:
+            yield from pending.lost(batch, retried, death)
+            continue
         yield from _account(report, future.result())
+
+
+class _InFlight(dict[Future[BatchResult], int]):
+    """The batches handed to the executor and not taken back yet: how many files each holds, by its
+    future; what each holds and whether it is a retry (`sent`); the deaths its files survived."""
+
+    def __init__(self, run: executors.Slots) -> None:
+        super().__init__()
+        self.run = run
+        self.sent: dict[Future[BatchResult], tuple[Batch, bool]] = {}
+        # Each worker's death: how, the first file it was parsing, the seqs of all of them.
+        self.deaths: list[tuple[str, str, list[int]]] = []
+        self.failed: set[int] = set()  # the seqs of the files given error rows for deaths
+
+    def submit(self, batch: Batch, retried: bool = False) -> None:
+        with interrupts.blocked():  # a worker being spawned is never left half-started
+            future = self.run.submit(parse_batch, batch)
+        self[future] = len(batch.tasks)
+        self.sent[future] = (batch, retried)
+
+    def lost(self, batch: Batch, retried: bool, death: executors.Death) -> list[ParsedFile]:
+        """A batch lost to a worker's death: handed out again, its files alone if its own worker died
+        (or each an error row, if that was already their retry)."""
+        if death.how is None:  # only lost with its pool
+            self.submit(batch, retried)
+            return []
+        if retried:
+            self.failed.update(task.seq for task in batch.tasks)
+            return [_died(task, death.how) for task in batch.tasks]
+        self.deaths.append((death.how, batch.tasks[0].display, [task.seq for task in batch.tasks]))
+        for task in batch.tasks:
+            self.submit(Batch([task], batch.staging, batch.known, batch.known_content), retried=True)
+        return []
+
+    def survived(self) -> list[str]:
+        """A warning for each death whose files were all read when parsed again (the others' error rows say it)."""
+        notes = []
+        for how, first, seqs in self.deaths:
+            if not self.failed.intersection(seqs):
+                if len(seqs) == 1:
+                    notes.append(f"{first}: the worker parsing it died ({how}); parsed again, it was read")
+                else:
+                    notes.append(
+                        f"{first} and {len(seqs) - 1} more files: the worker parsing them died ({how}); "
+                        "parsed again, each was read"
+                    )
+        return notes
+
+
+def _died(task: Task, how: str) -> ParsedFile:
+    """The error row of a file whose worker died parsing it, in its batch and again alone."""
+    return ParsedFile(
+        task.job_id,
+        task.display,
+        task.name,
+        make_trace_id(task.job_id, task.name, ""),
+        "",
+        0,
+        error=describe(task.display, None, f"worker died: {how}, again when the file was parsed alone"),
+        seq=task.seq,
+    )
