@@ -72,9 +72,9 @@ def load_job(ds: TraceDataset, job: str) -> JobCollectives:
     return match_job(job, jobs[0][0], rows, groups)
 
 
-def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobCollectives | InputError]]:
+def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobCollectives | Exception]]:
     """Each of `jobs` (all in the dataset) as load_job reads it, from three queries for them all; a job
-    that cannot be matched gives its InputError instead."""
+    that cannot be matched gives its InputError instead (or, a bug, the exception it raised)."""
 
     world = dict(ds.sql("select job_id, world_size from jobs where job_id in (select unnest(?))", [jobs]).fetchall())
     rows = ds.sql(f"select job_id, {_COLUMNS} from collectives where job_id in (select unnest(?))", [jobs]).pl()
@@ -89,7 +89,7 @@ def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobColle
                 job, world.get(job), rows_of.get((job,), rows.clear().drop("job_id")),
                 groups_of.get((job,), groups.clear().drop("job_id")),
             )  # fmt: skip
-        except InputError as exc:
+        except Exception as exc:  # the caller tells an InputError from a bug
             yield job, exc
 
 
