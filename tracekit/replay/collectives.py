@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
 from tracekit.replay.placement import MAX_RANKS
+from tracekit.schema import COMM_TYPE_TABLE
 
 if TYPE_CHECKING:
     import polars as pl
@@ -41,6 +42,8 @@ MAX_BYTES = 1 << 50
 # total, matrix cell and indicator summed from them fits int64 with room to spare.
 MAX_TOTAL_BYTES = 1 << 62
 P2P = ("SEND", "RECV")
+# The comm_types of the data model (tracekit.schema.COMM_TYPE_TABLE): a row of another one is skipped.
+COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
 _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "
     "in_bytes, in_splits, out_splits, seq, start_us, duration_us"
@@ -113,16 +116,19 @@ def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     bad_peer = pl.col("comm_type").is_in(P2P) & (
         pl.col("peer").is_null() | (pl.col("peer") < 0) | (pl.col("peer") >= MAX_RANKS)
     )
+    bad_type = pl.col("comm_type").is_not_null() & ~pl.col("comm_type").is_in(COMM_TYPES)
     for expr, what in (
         (bad_rank, f"without a rank in 0..{MAX_RANKS - 1}"),
         (bad_size, f"with in_bytes outside 0..{MAX_BYTES}"),
         (bad_peer, "(send/recv) without a valid peer rank"),
+        (bad_type, "with a comm_type the replay does not know"),
     ):
         bad = rows.filter(expr)
         if bad.height:
             first = bad.row(0, named=True)
+            kind = f" {first['comm_type']!r}" if expr is bad_type else ""
             notes.append(
-                f"job {job}: skipped {bad.height} collectives row(s) {what}, e.g. {first['op_name']} "
+                f"job {job}: skipped {bad.height} collectives row(s) {what}, e.g.{kind} {first['op_name']} "
                 f"(trace {first['trace_id']}, op {first['op_id']})"
             )
             rows = rows.filter(~expr)
