@@ -6,6 +6,11 @@ deep nesting, lone surrogates, inconsistent ranks, groups and splits, Chakra rec
 Every input must give rows or a TraceError with a one-line, bounded, writable message, within 10 s
 and 1 GiB. The seed is fixed, so the run is the same every time (TRACEKIT_FUZZ_SEED picks
 another); `python -m bench.fuzz --inputs N` runs any number on demand.
+
+The dataset mode (bench.fuzz.datasets) mutates an ingested dataset's values instead and runs the
+shipped queries, `tracekit query`, `replay` (one job and --fleet) and `report` on it: every case must
+end in rows or a one-line error with a documented exit code, print no wrapped negative byte count,
+within 10 s and 1 GiB (`python -m bench.fuzz --datasets --inputs N` on demand).
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz import seeds
+from bench.fuzz import datasets, seeds
 from bench.fuzz.mutate import MAX_INPUT_BYTES, _copies
 from bench.fuzz.runner import Inputs, _cpu_seconds, check_message, parse_one, run_campaign, save_findings
 
 SMOKE_INPUTS = 3_000
+# One block of the dataset mode's cases: every command its share of times (report and fleet too).
+DATASET_CASES = datasets.KIND_BLOCK
 
 pytestmark = pytest.mark.fuzz
 
@@ -81,3 +88,43 @@ def test_duplications_are_cut_before_they_are_made() -> None:
     if seeds.PUBLIC.is_dir():  # the input itself is made from a public trace
         grown = Inputs(2026, tuple(seeds.FORMATS)).make(76_144)
         assert len(grown.data) <= MAX_INPUT_BYTES and "et: duplicate record 0 x32" in grown.steps
+
+
+@pytest.fixture(scope="module")
+def base_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dataset mode's base: the sample traces ingested, a fleet replay stored (about 15 s)."""
+    return datasets.build_base(tmp_path_factory.mktemp("dsfuzz"))
+
+
+def test_dataset_fuzz_smoke_campaign_finds_nothing(base_dataset: Path, tmp_path: Path) -> None:
+    seed = int(os.environ.get("TRACEKIT_FUZZ_SEED", "0"))
+    campaign = datasets.run_dataset_campaign(
+        DATASET_CASES, seed=seed, workers=2, workdir=tmp_path, base_root=base_dataset
+    )
+    print(campaign.table())
+    assert campaign.cases == DATASET_CASES and {kind for kind, _ in campaign.counts} == set(datasets.KINDS)
+    if campaign.findings:
+        datasets.save_dataset_findings(campaign, tmp_path / "findings")
+        saved = tmp_path / "findings"
+        pytest.fail(f"{len(campaign.findings)} finding(s), saved in {saved}:\n{campaign.report_findings(5)}")
+
+
+def test_a_dataset_case_is_made_the_same_way_by_any_process(base_dataset: Path, tmp_path: Path) -> None:
+    # Workers make their own cases and the parent re-makes a finding's to report it: they must agree,
+    # and the rerun a finding prints (--seed S --case I) must make the same case.
+    base = datasets.describe(base_dataset)
+    made = [datasets.make_case(base, 3, i) for i in range(200)]
+    again = datasets.describe(base_dataset)
+    assert [datasets.make_case(again, 3, i) for i in reversed(range(200))] == made[::-1]
+    assert {c.kind for c in made} == set(datasets.KINDS)
+    assert all(c.statements and c.describe() for c in made)
+    dataset, refused = datasets.prepare(made[0], base, tmp_path / "scratch")
+    assert (dataset / "tracekit.duckdb").is_file() and len(refused) <= len(made[0].statements)
+
+
+def test_what_a_dataset_case_counts_as_a_wrapped_total() -> None:
+    found = datasets._NEGATIVE_BYTES
+    assert found.search("job j: 12 flows, -1.5 GiB between hosts") and found.search("total −3 bytes")
+    assert found.search("in_bytes -9,223 B")
+    assert not found.search("1.5 GiB, job-000001 12 B") and not found.search("p2p-1 4 KiB")
+    assert not found.search("x-1 B")

@@ -1,9 +1,12 @@
-"""python -m bench.fuzz [--inputs N] [--seed S] [--workers W] [--timeout SEC] [--max-rss-mb MB] [--out DIR]"""
+"""python -m bench.fuzz [--inputs N] [--seed S] [--workers W] [--timeout SEC] [--max-rss-mb MB] [--out DIR]
+python -m bench.fuzz --datasets [--inputs N] [--seed S] [--first I] [...]: mutated datasets (bench.fuzz.datasets)
+python -m bench.fuzz --datasets --seed S --case I: that one case, run here, with all it printed"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from bench.fuzz.runner import default_workers, run_campaign, save_findings
@@ -24,7 +27,12 @@ def main() -> int:
     parser.add_argument("--max-rss-mb", type=float, default=1024.0, help="resident memory one input may reach")
     parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated formats to fuzz")
     parser.add_argument("--out", type=Path, default=Path("fuzz-findings"), help="where findings are saved")
+    parser.add_argument("--datasets", action="store_true", help="mutate an ingested dataset, not trace bytes")
+    parser.add_argument("--first", type=int, default=0, help="with --datasets: the number of the first case")
+    parser.add_argument("--case", type=int, default=None, help="with --datasets: run this one case and show it")
     args = parser.parse_args()
+    if args.datasets:
+        return _datasets(args)
     formats = tuple(f for f in args.formats.split(",") if f)
     last = [0]
 
@@ -46,6 +54,43 @@ def main() -> int:
     if campaign.findings:
         save_findings(campaign, args.out)
         print(f"findings saved in {args.out}/ (input + .json each)")
+    return 1 if campaign.findings else 0
+
+
+def _datasets(args: argparse.Namespace) -> int:
+    from bench.fuzz.datasets import run_dataset_campaign, run_one, save_dataset_findings
+
+    if args.case is not None:
+        print(run_one(args.seed, args.case))
+        return 0
+    step = max(100, args.inputs // 20)
+    last = [0]
+
+    def progress(campaign) -> None:  # type: ignore[no-untyped-def]
+        if campaign.cases - last[0] >= step:
+            last[0] = campaign.cases
+            rate = campaign.cases / max(time.perf_counter() - started, 1e-9)
+            print(
+                f"  {campaign.cases:,} cases ({rate:.1f}/s), {len(campaign.findings)} findings",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    started = time.perf_counter()
+    campaign = run_dataset_campaign(
+        args.inputs,
+        seed=args.seed,
+        workers=args.workers,
+        timeout=args.timeout,
+        max_rss_mb=args.max_rss_mb,
+        first=args.first,
+        progress=progress,
+    )
+    print(campaign.table())
+    if campaign.findings:
+        print(campaign.report_findings())
+        save_dataset_findings(campaign, args.out)
+        print(f"findings saved in {args.out}/ (a .case.json each)")
     return 1 if campaign.findings else 0
 
 

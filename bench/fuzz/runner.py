@@ -217,16 +217,20 @@ class _Slot:
 
 
 class _Pool:
-    def __init__(self, workers: int, seed: int, formats: tuple[str, ...]) -> None:
+    """Worker processes running `target(conn, *args)`: the parse worker here, or another mode's
+    (bench.fuzz.datasets), which speaks the same protocol (_READY, then _STARTED and a Result per input)."""
+
+    def __init__(self, workers: int, args: tuple[Any, ...], target: Any = None) -> None:
         self.context = multiprocessing.get_context("forkserver")
-        self.args = (seed, formats)
+        self.args = args
+        self.target = target or _worker
         self.slots = [self._start() for _ in range(workers)]
         for slot in self.slots:
             self._wait_ready(slot)
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker, args=(child, *self.args), daemon=True)
+        process = self.context.Process(target=self.target, args=(child, *self.args), daemon=True)
         process.start()
         child.close()
         return _Slot(process, parent)
@@ -319,7 +323,7 @@ def run_campaign(
     campaign = Campaign()
     started = time.perf_counter()
     made = Inputs(seed, formats)
-    pool = _Pool(workers, seed, formats)
+    pool = _Pool(workers, (seed, formats))
     next_index = 0
     try:
         while True:

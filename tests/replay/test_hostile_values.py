@@ -270,6 +270,38 @@ def _dense(rows: list[dict[str, Any]], layout: Any, issues: dict[str, int]) -> A
     return matrix
 
 
+# --- values no real trace holds: zero-byte collectives, a comm_type outside the vocabulary ---------
+
+
+def test_a_job_of_zero_byte_collectives_is_replayed_by_the_fleet_with_no_bytes(tmp_path: Path) -> None:
+    """Empty tensors: no transfer is stamped, and the fleet's byte check summed an empty bincount,
+    which numpy makes int64 whatever its weights: UFuncTypeError ended the whole fleet run."""
+    from tracekit.replay.fleet import FleetSettings, replay_fleet
+
+    kinds = ["ALL_REDUCE", "ALL_TO_ALL", "ALL_REDUCE", "ALL_TO_ALL"]
+    rows = [_row("j", r, op, comm, 0, group_size=4) for op, comm in enumerate(kinds) for r in range(4)]
+    fleet = replay_fleet(_dataset(tmp_path / "ds", 4, rows), FleetSettings(fabrics=()), workers=1)
+    assert fleet.skipped == []
+    row = fleet.jobs.row(0, named=True)
+    assert (row["collectives"], row["flows"], row["bytes"]) == (4, 0, 0)
+
+
+def test_a_comm_type_outside_the_vocabulary_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """The algorithms' NotApplicable ('ring does not serve BOGUS') escaped the replay and the fleet."""
+    from tracekit.replay.fleet import FleetSettings, replay_fleet
+
+    rows = [_row("j", r, 0, "BOGUS[/]", 64, group_size=4) for r in range(4)]
+    rows += [_row("j", r, 1, "ALL_REDUCE", 64, group_size=4) for r in range(4)]
+    dataset = _dataset(tmp_path / "ds", 4, rows)
+    result = replay(dataset, "j")
+    assert result.collectives["comm_type"].to_list() == ["ALL_REDUCE"]
+    [note] = [n for n in result.notes if "comm_type" in n]
+    assert note.startswith("job j: skipped 4 collectives row(s) with a comm_type the replay does not know, e.g. ")
+    assert "'BOGUS[/]'" in note
+    fleet = replay_fleet(dataset, FleetSettings(fabrics=()), workers=1)
+    assert fleet.skipped == [] and fleet.jobs.row(0, named=True)["collectives"] == 1
+
+
 # --- the fleet: every job it cannot replay listed, with why ------------------------------------------
 
 

@@ -184,3 +184,41 @@ def test_a_fleet_replays_tables_in_an_older_dataset_are_kept_through_the_upgrade
     with tracekit.open(dataset) as ds:
         assert ds.sql("select job_id, switch_bytes from replay_jobs").fetchall() == [("ddp_mlp", 7)]
         assert ds.sql("select format from dataset_format").fetchall() == [(dataset_format.FORMAT,)]
+
+
+def test_a_format_number_older_than_the_columns_reads_through_a_scope(tmp_path: Path) -> None:
+    """Found by the dataset fuzzer: a file stamped 8 whose replay_jobs has format 9's switch_bytes (a
+    stamp its tables contradict) was promised a stand-in for that table that was never made (no
+    column was missing); a scoped reader (`report --job`) failed on `unscoped_replay_jobs does not
+    exist` with a traceback."""
+    import pyarrow as pa
+
+    from tracekit.scope import Scope
+    from tracekit.store.dataset import Dataset
+
+    dataset = _fixture(8, tmp_path)
+    row = pa.Table.from_pylist([{"job_id": "ddp_mlp", "switch_bytes": 7}], schema=arrow_schema("replay_jobs"))
+    held = Dataset(dataset)
+    with held.writing():
+        held.replace_tables({"replay_jobs": row, "replay_fabrics": arrow_schema("replay_fabrics").empty_table()})
+    con = duckdb.connect(str(dataset / "tracekit.duckdb"))
+    con.execute("create table dataset_format as select 8 as format")
+    con.close()
+    with tracekit.open(dataset, Scope(jobs=("ddp_mlp",))) as ds:
+        assert ds.sql("select job_id, switch_bytes from replay_jobs").fetchall() == [("ddp_mlp", 7)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["delete from dataset_format", "update dataset_format set format = null", "update dataset_format set format = 0"],
+)
+def test_a_dataset_format_table_without_a_format_number_is_refused_in_one_line(tmp_path: Path, change: str) -> None:
+    """Found by the dataset fuzzer: an emptied dataset_format ended a reader on an AssertionError."""
+    dataset = _fixture(dataset_format.FORMAT, tmp_path)
+    con = duckdb.connect(str(dataset / "tracekit.duckdb"))
+    con.execute(f"create table dataset_format as select {dataset_format.FORMAT} as format")
+    con.execute(change)
+    con.close()
+    with pytest.raises(DatasetError, match="holds no format number") as refused:
+        tracekit.open(dataset).summary()
+    assert "\n" not in str(refused.value) and str(dataset) in str(refused.value)

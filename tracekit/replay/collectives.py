@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
 from tracekit.replay.placement import MAX_RANKS
+from tracekit.schema import COMM_TYPE_TABLE
 
 if TYPE_CHECKING:
     import polars as pl
@@ -41,6 +42,8 @@ MAX_BYTES = 1 << 50
 # total, matrix cell and indicator summed from them fits int64 with room to spare.
 MAX_TOTAL_BYTES = 1 << 62
 P2P = ("SEND", "RECV")
+# The comm_types of the data model (tracekit.schema.COMM_TYPE_TABLE): a row of another one is skipped.
+COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
 _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "
     "in_bytes, in_splits, out_splits, seq, start_us, duration_us"
@@ -72,9 +75,9 @@ def load_job(ds: TraceDataset, job: str) -> JobCollectives:
     return match_job(job, jobs[0][0], rows, groups)
 
 
-def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobCollectives | InputError]]:
+def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobCollectives | Exception]]:
     """Each of `jobs` (all in the dataset) as load_job reads it, from three queries for them all; a job
-    that cannot be matched gives its InputError instead."""
+    that cannot be matched gives its InputError instead (or, a bug, the exception it raised)."""
 
     world = dict(ds.sql("select job_id, world_size from jobs where job_id in (select unnest(?))", [jobs]).fetchall())
     rows = ds.sql(f"select job_id, {_COLUMNS} from collectives where job_id in (select unnest(?))", [jobs]).pl()
@@ -89,7 +92,7 @@ def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobColle
                 job, world.get(job), rows_of.get((job,), rows.clear().drop("job_id")),
                 groups_of.get((job,), groups.clear().drop("job_id")),
             )  # fmt: skip
-        except InputError as exc:
+        except Exception as exc:  # the caller tells an InputError from a bug
             yield job, exc
 
 
@@ -113,16 +116,19 @@ def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     bad_peer = pl.col("comm_type").is_in(P2P) & (
         pl.col("peer").is_null() | (pl.col("peer") < 0) | (pl.col("peer") >= MAX_RANKS)
     )
+    bad_type = pl.col("comm_type").is_not_null() & ~pl.col("comm_type").is_in(COMM_TYPES)
     for expr, what in (
         (bad_rank, f"without a rank in 0..{MAX_RANKS - 1}"),
         (bad_size, f"with in_bytes outside 0..{MAX_BYTES}"),
         (bad_peer, "(send/recv) without a valid peer rank"),
+        (bad_type, "with a comm_type the replay does not know"),
     ):
         bad = rows.filter(expr)
         if bad.height:
             first = bad.row(0, named=True)
+            kind = f" {first['comm_type']!r}" if expr is bad_type else ""
             notes.append(
-                f"job {job}: skipped {bad.height} collectives row(s) {what}, e.g. {first['op_name']} "
+                f"job {job}: skipped {bad.height} collectives row(s) {what}, e.g.{kind} {first['op_name']} "
                 f"(trace {first['trace_id']}, op {first['op_id']})"
             )
             rows = rows.filter(~expr)

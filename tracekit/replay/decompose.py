@@ -264,7 +264,9 @@ def _check_total(result: Decomposition, stamped: Stamped, job: str, bucket: Any)
         result.byte_total += total
         return
     ids, inverse = np.unique(stamped.collective, return_inverse=True)
-    per = np.bincount(inverse.reshape(-1), weights=stamped.bytes.astype(np.float64), minlength=len(ids))
+    weights = stamped.bytes.astype(np.float64)
+    # float64 whatever it counts: numpy makes the bincount of no transfers (zero-byte collectives) int64
+    per = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(ids)).astype(np.float64)
     per *= np.array([len(result.copies.get(int(i), (i,))) for i in ids.tolist()], dtype=np.float64)
     running = result.byte_total + np.cumsum(per)
     over = np.flatnonzero(running > MAX_TOTAL_BYTES)

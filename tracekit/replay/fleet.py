@@ -16,11 +16,14 @@ functions the single-job commands call, so a job's row is the one its own replay
 The results go to two tables of the dataset (schemas/tables.toml: replay_jobs, replay_fabrics) that
 SQL and the report read; a fleet replay replaces both whole, and an ingest drops the rows of the
 jobs it touches (their traffic changed). A job that cannot be replayed is listed with its reason,
-and the rest go on.
+and the rest go on; so is a job whose replay raised an exception of its own (a bug: the reason says
+so, with the exception's first line), the chunk it was in replayed job by job when the exception
+came from the queries they share. Only a Ctrl-C, whatever error it turned into, ends the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
 
     from tracekit.api import TraceDataset
     from tracekit.fabric.topology import FabricSpec
+    from tracekit.replay.collectives import JobCollectives
+    from tracekit.replay.indicators import JobFacts
     from tracekit.scope import Scope
     from tracekit.store.dataset import Dataset
 
@@ -100,36 +105,84 @@ def replay_jobs(ds: TraceDataset, jobs: list[str], settings: FleetSettings) -> I
     """Each of `jobs` replayed and timed as the fleet replay does it (see the module docstring)."""
     from tracekit.errors import TracekitError
     from tracekit.replay.collectives import load_jobs
+    from tracekit.replay.indicators import job_facts
+
+    try:
+        facts = job_facts(ds, jobs)
+        loaded = load_jobs(ds, jobs)
+        first = next(loaded, None)  # the queries of the chunk's jobs run here
+    except TracekitError:
+        raise  # the dataset cannot be read: the run's error
+    except Exception as exc:
+        _unless_interrupted(exc)
+        if len(jobs) == 1:
+            yield JobOutcome(jobs[0], error=unexpected(jobs[0], exc))
+        else:
+            for job in jobs:  # which job's rows the queries failed on: each alone
+                yield from replay_jobs(ds, [job], settings)
+        return
+    if first is None:
+        return
+    for job, matched in itertools.chain([first], loaded):
+        if isinstance(matched, TracekitError):
+            yield JobOutcome(job, error=str(matched))
+        elif isinstance(matched, Exception):
+            _unless_interrupted(matched)
+            yield JobOutcome(job, error=unexpected(job, matched))
+        else:
+            try:
+                outcome = _replay_job(job, matched, facts[job], settings)
+            except TracekitError as exc:
+                outcome = JobOutcome(job, error=str(exc))
+            except Exception as exc:
+                _unless_interrupted(exc)
+                outcome = JobOutcome(job, error=unexpected(job, exc))
+            yield outcome
+
+
+def unexpected(job: str, exc: BaseException) -> str:
+    """The one line a fleet replay gives for a job whose replay raised an exception of its own."""
+    from tracekit.errors import MAX_MESSAGE_CHARS, one_line
+
+    first = next(iter(str(exc).splitlines()), "")
+    text = (
+        f"job {job}: unexpected {type(exc).__name__}: {first}"
+        if first
+        else f"job {job}: unexpected {type(exc).__name__}"
+    )
+    return one_line(text, MAX_MESSAGE_CHARS) + " (a bug of the replay: please report it)"
+
+
+def _unless_interrupted(exc: BaseException) -> None:
+    """Raise `exc` again when it is a Ctrl-C that a library turned into an error of its own."""
+    from tracekit import interrupts
+
+    if interrupts.arrived():
+        raise exc
+
+
+def _replay_job(job: str, matched: JobCollectives, facts: JobFacts, settings: FleetSettings) -> JobOutcome:
+    """One job's row and what-if table; TracekitError when it cannot be replayed."""
     from tracekit.replay.decompose import decompose
     from tracekit.replay.fabric_whatif import time_shapes
-    from tracekit.replay.indicators import job_facts, job_indicators
+    from tracekit.replay.indicators import job_indicators
     from tracekit.replay.shapes import job_shapes
 
-    facts = job_facts(ds, jobs)
-    for job, matched in load_jobs(ds, jobs):
-        if isinstance(matched, Exception):
-            yield JobOutcome(job, error=str(matched))
-            continue
-        if matched.rows_skipped and not matched.collectives.height:  # nothing left: a row of zeros would hide it
-            why = "".join(f"; {note}" for note in matched.notes)
-            yield JobOutcome(job, error=f"job {job}: all {matched.rows_skipped:,} collectives row(s) left out{why}")
-            continue
-        try:
-            parts = decompose(matched, settings.placement, settings.options, settings.algorithm,
-                              settings.max_flows, unique=True)  # fmt: skip
-            comm_type = dict(zip(matched.collectives["collective_id"].to_list(),
-                                 matched.collectives["comm_type"].to_list(), strict=True))  # fmt: skip
-            shapes = job_shapes(job, matched.world_size, parts, comm_type, settings.placement)
-            row = job_indicators(job, facts[job], matched.collectives.height, settings.options.qps, shapes,
-                                 trials=settings.ecmp_trials)  # fmt: skip
-            table = None
-            if settings.fabrics:
-                table, _ = time_shapes(shapes, list(settings.fabrics), list(settings.routings or []) or None,
-                                       settings.seeds)  # fmt: skip
-        except TracekitError as exc:
-            yield JobOutcome(job, error=str(exc))
-            continue
-        yield JobOutcome(job, row, table)
+    if matched.rows_skipped and not matched.collectives.height:  # nothing left: a row of zeros would hide it
+        why = "".join(f"; {note}" for note in matched.notes)
+        return JobOutcome(job, error=f"job {job}: all {matched.rows_skipped:,} collectives row(s) left out{why}")
+    parts = decompose(matched, settings.placement, settings.options, settings.algorithm,
+                      settings.max_flows, unique=True)  # fmt: skip
+    comm_type = dict(zip(matched.collectives["collective_id"].to_list(),
+                         matched.collectives["comm_type"].to_list(), strict=True))  # fmt: skip
+    shapes = job_shapes(job, matched.world_size, parts, comm_type, settings.placement)
+    row = job_indicators(job, facts, matched.collectives.height, settings.options.qps, shapes,
+                         trials=settings.ecmp_trials)  # fmt: skip
+    table = None
+    if settings.fabrics:
+        table, _ = time_shapes(shapes, list(settings.fabrics), list(settings.routings or []) or None,
+                               settings.seeds)  # fmt: skip
+    return JobOutcome(job, row, table)
 
 
 def replay_fleet(

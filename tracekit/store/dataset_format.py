@@ -44,8 +44,13 @@ def read(con: duckdb.DuckDBPyConnection, catalog: str, root: Path) -> int:
     if TABLE not in found:
         return guess(con, catalog, root, found)
     row = con.execute(f"SELECT format FROM {ident(catalog)}.main.{TABLE}").fetchone()
-    assert row is not None, f"{TABLE} has no row"
-    return int(row[0])
+    value = None if row is None else row[0]
+    if not isinstance(value, int) or value < 1:  # a hand-edited or damaged file: no commit writes one
+        from tracekit.errors import DatasetError
+
+        held = "no row" if row is None else repr(value)
+        raise DatasetError(f"{root}: its {TABLE} table holds no format number ({held}): not a dataset tracekit wrote")
+    return value
 
 
 def guess(con: duckdb.DuckDBPyConnection, catalog: str, root: Path, found: dict[str, str]) -> int:

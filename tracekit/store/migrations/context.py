@@ -123,10 +123,11 @@ class Presentation:
                 f"CREATE OR REPLACE TEMP VIEW {self.prefix}{table} AS SELECT * FROM read_parquet('{sql_path(pattern)}')"
             )
 
-        for table, names in self.added.items():
+        for table, names in list(self.added.items()):
             stored = list(connect.columns(con, table, self.catalog))
             missing = [n for n in names if n not in stored]
-            if not missing:
+            if not missing:  # the file holds them (a stamp older than its tables): no stand-in
+                del self.added[table]
                 continue
             select = _select_list(duck_types(con, table), stored, missing)
             con.execute(
