@@ -245,3 +245,11 @@ def test_counts_that_disagree_are_not_paired_but_still_covered() -> None:
     entries = [_entry(0, "ALL_REDUCE", 12.0, seq=7)]
     linked, _ = link_logs(_frame(rows + entries), FORMATS, {"kineto": clock})
     assert linked.height == 1 and linked["seq"].to_list() == [None]
+
+
+def test_the_clock_decides_over_sequence_ids_that_start_again_with_each_run() -> None:
+    clock = Clock(started_us=1000.0, offset_us=0.0)
+    rows = [_trace_row(i, "ALL_REDUCE", 1000.0 + 10 * i, seq=1 + i, pg_name="0") for i in range(3)]
+    earlier = [_entry(i, "ALL_REDUCE", 5.0 + i, seq=1 + i) for i in range(3)]  # the run before: seqs 1..3 again
+    linked, _ = link_logs(_frame(rows + earlier), FORMATS, {"kineto": clock})
+    assert linked.filter(pl.col("source") == "flight_recorder").height == 3 and linked.height == 6

@@ -9,8 +9,10 @@ steps someone chose to profile; the two overlap where the profiler was on. The r
 * A log entry is covered by a trace of its rank when it was recorded while the trace was: its time
   (wall clock) lies between the trace's first event (traces.started_at) and the end of its last
   collective (the trace's times put on the wall clock by the trace's `epoch_offset_us`: Kineto's
-  baseTimeNanoseconds), or, for a trace that records sequence ids (NCCL's record_param_comms), its
-  (group, sequence id) lies within those the trace holds for that group. A covered entry is the
+  baseTimeNanoseconds), or, for a trace with no clock that records sequence ids (NCCL's
+  record_param_comms in an execution trace), its (group, sequence id) lies within those the trace
+  holds for that group (the clock decides where there is one: sequence ids start again with every
+  run of a job, times do not). A covered entry is the
   trace's collective: its row is dropped, and the trace's row takes from it what it lacks (sequence
   id, group, sizes, peer), paired by (group, sequence id, type), else in order within each type when
   the counts agree. The trace's row keeps its source, timing and ids.
@@ -163,13 +165,14 @@ def _link_rank(
 def _covered(
     entry: Mapping[str, Any], windows: list[tuple[float, float]], seqs: Mapping[tuple[Any, bool], tuple[int, int]]
 ) -> bool | None:
-    """Whether a trace of the rank holds the entry; None when no trace can tell."""
-    seq_range = seqs.get((entry.get("pg_name"), entry["comm_type"] in _P2P))
-    if seq_range is not None and entry.get("seq") is not None:
-        return seq_range[0] <= entry["seq"] <= seq_range[1]
+    """Whether a trace of the rank holds the entry; None when no trace can tell. The clock decides
+    first: sequence ids start again with every run, times do not."""
     if windows:
         start = entry.get("start_us")
         return start is not None and any(low <= start <= high for low, high in windows)
+    seq_range = seqs.get((entry.get("pg_name"), entry["comm_type"] in _P2P))
+    if seq_range is not None and entry.get("seq") is not None:
+        return seq_range[0] <= entry["seq"] <= seq_range[1]
     return None
 
 
