@@ -163,7 +163,7 @@ def ingest(
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary; errors and warnings only.")
     ] = False,
 ) -> None:
-    """Parse traces (Chakra ET/JSON, PyTorch ET, Kineto) into DATASET as Parquet plus a DuckDB file.
+    """Parse traces (Chakra ET/JSON, PyTorch ET, Kineto, Flight Recorder) into DATASET as Parquet + DuckDB.
 
     Example: tracekit ingest sample_traces --out sample.dataset
 

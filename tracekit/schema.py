@@ -173,7 +173,17 @@ Conventions:
   When a rank has both a host trace (PyTorch ET) and a device trace (Kineto), their rows are
   linked into one (`source = 'linked'`): sizes from whichever carries them, timing from the
   profiler.
-- Times are microseconds on the trace's own clock; timestamps are UTC.
+- A **PyTorch Flight Recorder** dump (pickle or JSON, `traces.format = 'flight_recorder'`) gives
+  a `collectives` row per entry that is a collective (`source = 'flight_recorder'`): comm_type
+  and dtype from `profiling_name` and `input_dtypes`, sizes from `input_sizes`/`output_sizes`,
+  pg_name from `process_group`, group_size from `pg_config`'s ranks, seq from `collective_seq_id`
+  (`p2p_seq_id` for send/recv), peer from `send a->b`, start_us from `time_created_ns`,
+  duration_us from `duration_ms` (recorded only with TORCH_NCCL_ENABLE_TIMING); an `ops` row per
+  entry, typed by its `state`; `process_groups` from `pg_config`; the rank from the file name
+  (`nccl_trace_rank_3`: the dump names none). An entry a trace of the same rank holds is counted
+  as that trace's row (tracekit/ingest/logs.py).
+- Times are microseconds on the trace's own clock (a Flight Recorder's is the wall clock, µs since
+  the Unix epoch); timestamps are UTC.
 """
 
 

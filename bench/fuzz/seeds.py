@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"
-FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto")
+FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto", "flight_recorder")
 # Seeds are cut to about this many JSON list items (nodes, traceEvents) so that one input parses in
 # milliseconds and a campaign covers many mutations; the cut keeps every communication entry.
 MAX_ITEMS = 600
@@ -95,7 +95,8 @@ def load_seeds(seed: int = 0) -> list[Seed]:
     always, the public traces where present (../shared/traces/public)."""
     rng = random.Random(seed)
     files: list[tuple[str, bytes]] = []
-    for path in sorted(SAMPLES.glob("captured/*/*.json.gz")) + sorted(SAMPLES.glob("chakra/*/*.et")):
+    dumps = sorted(SAMPLES.glob("flight_recorder/*/nccl_trace_rank_*"))  # Flight Recorder: pickle and JSON
+    for path in sorted(SAMPLES.glob("captured/*/*.json.gz")) + sorted(SAMPLES.glob("chakra/*/*.et")) + dumps:
         files.append((f"{path.parent.name}/{path.name}", _read(path)))
     for path in sorted(SAMPLES.glob("fleet/*.tgz"))[:FLEET_JOBS]:  # generated jobs: rank 0 of each
         files += [(f"{path.name}!{name}", data) for name, data in _members(path)[:1]]

@@ -22,6 +22,18 @@ Usage (torch must be importable: ``pip install -e '.[capture]'`` or
     /path/to/venv-with-torch/bin/python sample_traces/capture/capture.py --jobs ddp_mlp moe_alltoall
 
 Outputs go to ``sample_traces/captured/<job>/`` (override with ``--out``).
+
+With ``--flight-recorder`` each rank instead keeps PyTorch's Flight Recorder on (gloo records into
+it from torch 2.10 on; ``TORCH_FR_BUFFER_SIZE`` entries, 2000 by default) and, for the jobs of
+``FR_JOBS``, runs a warm-up step, one step under the profiler (Kineto trace only), one more step
+unprofiled, then dumps the recorder on request, as pickle and as JSON, under the file name
+PyTorch's own dump on timeout uses (``<prefix><rank>``)::
+
+    sample_traces/flight_recorder/<job>/kineto_rank<r>.json.gz   # the profiled step
+    sample_traces/flight_recorder/<job>/nccl_trace_rank_<r>       # torch._C._distributed_c10d._dump_fr_trace()
+    sample_traces/flight_recorder/<job>/nccl_trace_rank_<r>.json  # ... _dump_fr_trace_json()
+
+so the dumps hold entries before, inside and after the profiled window.
 """
 
 from __future__ import annotations
@@ -48,6 +60,10 @@ PROFILED_STEPS = 2
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = REPO_ROOT / "sample_traces" / "captured"
+DEFAULT_FR_OUT = REPO_ROOT / "sample_traces" / "flight_recorder"
+# The jobs captured with the Flight Recorder: DDP, FSDP, and pipeline stages with a sub-group each.
+FR_JOBS = ("ddp_mlp", "fsdp_mlp", "pipeline_p2p")
+FR_BUFFER_SIZE = "2000"  # PyTorch's default, set explicitly: TORCH_FR_BUFFER_SIZE=0 turns it off
 
 
 # --------------------------------------------------------------------------- helpers
@@ -301,7 +317,42 @@ def _worker(rank: int, job: str, world: int, port: int, out_dir: str, steps: int
         dist.destroy_process_group()
 
 
-def run_job(job: str, out_root: Path, steps: int) -> None:
+def _worker_fr(rank: int, job: str, world: int, port: int, out_dir: str, steps: int):
+    """A rank of a Flight Recorder capture: warm-up, `steps` profiled steps, one more step, dump."""
+    from torch._C._distributed_c10d import _dump_fr_trace, _dump_fr_trace_json
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ["TORCH_FR_BUFFER_SIZE"] = FR_BUFFER_SIZE  # read when the recorder is first used
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        step = JOBS[job][0](rank, world)
+        for _ in range(WARMUP_STEPS):
+            step()
+        dist.barrier()
+        out = Path(out_dir)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=_record_every_step) as prof:
+            for i in range(steps):
+                step()
+                if i + 1 < steps:
+                    prof.step()
+        prof.export_chrome_trace(str(out / f"kineto_rank{rank}.json.gz"))
+        step()  # after the profiled window: only the recorder sees it
+        dist.barrier()
+        # The dump on request, with stack traces, as ProcessGroupNCCL's dump on timeout writes it.
+        pickled = _dump_fr_trace(includeCollectives=True, includeStackTraces=True, onlyActive=False)
+        (out / f"nccl_trace_rank_{rank}").write_bytes(pickled)
+        as_json = _dump_fr_trace_json(includeCollectives=True, onlyActive=False)
+        (out / f"nccl_trace_rank_{rank}.json").write_bytes(as_json if isinstance(as_json, bytes) else as_json.encode())
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def run_job(job: str, out_root: Path, steps: int, flight_recorder: bool = False) -> None:
     world = JOBS[job][1]
     out_dir = out_root / job
     if out_dir.exists():
@@ -309,12 +360,14 @@ def run_job(job: str, out_root: Path, steps: int) -> None:
     out_dir.mkdir(parents=True)
     port = _free_port()
     t0 = time.time()
-    mp.spawn(_worker, args=(job, world, port, str(out_dir), steps), nprocs=world, join=True)
+    worker = _worker_fr if flight_recorder else _worker
+    mp.spawn(worker, args=(job, world, port, str(out_dir), steps), nprocs=world, join=True)
     sizes = {p.name: p.stat().st_size for p in sorted(out_dir.iterdir())}
     print(f"[{job}] {world} ranks, {time.time() - t0:.1f}s, {sum(sizes.values()) / 1024:.0f} KiB")
     for name, size in sizes.items():
         print(f"    {name:24s} {size / 1024:7.1f} KiB")
-    _check(out_dir, world)
+    if not flight_recorder:
+        _check(out_dir, world)
 
 
 # --------------------------------------------------------------------------- checks / summary
@@ -430,11 +483,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", nargs="*", default=list(JOBS), choices=list(JOBS))
     ap.add_argument("--steps", type=int, default=PROFILED_STEPS, help="profiled steps")
     ap.add_argument("--summary", action="store_true", help="only print a table of what --out holds")
+    ap.add_argument(
+        "--flight-recorder",
+        action="store_true",
+        help=f"capture Flight Recorder dumps and a profiler trace per rank of {', '.join(FR_JOBS)} "
+        "(default --out sample_traces/flight_recorder, --steps 1)",
+    )
     args = ap.parse_args(argv)
     if args.summary:
         print(summarize(args.out))
         return 0
     print(f"torch {torch.__version__}, gloo available: {dist.is_gloo_available()}")
+    if args.flight_recorder:
+        out = DEFAULT_FR_OUT if args.out == DEFAULT_OUT else args.out
+        steps = 1 if args.steps == PROFILED_STEPS else args.steps
+        for job in args.jobs if args.jobs != list(JOBS) else FR_JOBS:
+            run_job(job, out, steps, flight_recorder=True)
+        return 0
     for job in args.jobs:
         run_job(job, args.out, args.steps)
     return 0

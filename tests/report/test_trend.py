@@ -56,7 +56,7 @@ def test_no_trend_is_stated_from_fewer_than_two_periods_of_enough_jobs() -> None
 def test_the_samples_trend_runs_over_the_fleet(samples: SampleRun) -> None:
     html, _ = render_report(samples.dataset)
     assert "the median job went from" in html
-    assert "to 2026" not in html  # the four captured CPU jobs of 2026 are too few to be a period of the trend
+    assert "to 2026" not in html  # the seven captured CPU jobs of 2026 are too few to be a period of the trend
 
 
 def test_a_side_of_too_few_jobs_is_not_compared(samples: SampleRun) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from tracekit.errors import InputError
 from tracekit.parsers.base import TraceError
-from tracekit.parsers.formats import suffixes
+from tracekit.parsers.formats import named_by_pattern, suffixes
 from tracekit.sources import BoundedReader, inflate_limit
 
 MANIFEST_NAME = "tracekit_manifest.csv"
@@ -132,7 +132,9 @@ def is_archive(name: str) -> bool:
 
 def looks_like_trace(name: str) -> bool:
     """Files picked up when walking folders; files named on the command line are always tried."""
-    return not name.startswith(".") and name != MANIFEST_NAME and name.endswith(TRACE_SUFFIXES + suffixes())
+    if name.startswith(".") or name == MANIFEST_NAME:
+        return False
+    return name.endswith(TRACE_SUFFIXES + suffixes()) or named_by_pattern(name)
 
 
 def archive_stem(name: str) -> str:

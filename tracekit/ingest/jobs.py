@@ -3,7 +3,9 @@
 Per job: which rank each file is, the job's world size and process groups, group sizes that only
 the process group records, the ranks that have no trace, and the linking of a rank's host trace
 (PyTorch ET) with its device trace (Kineto) so each collective is counted once, with sizes from
-whichever carries them and timing from the profiler.
+whichever carries them and timing from the profiler; then of a rank's communication log (Flight
+Recorder) with its traces, the log's entries that a trace holds counted as the trace's
+(tracekit.ingest.logs).
 
 Ranks come from the content first: Kineto `distributedInfo.rank` ('content'), else the rank
 argument of the default group's collectives in a PyTorch ET ('collective_args'). A rank in the file
@@ -29,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from tracekit.ingest.discover import JobInfo
+from tracekit.ingest.logs import Clock, has_logs, link_logs
 from tracekit.ingest.worker import ParsedFile, rank_from_name
 from tracekit.parsers.base import ProcessGroup, TraceMeta, describe
 from tracekit.parsers.formats import parsers, role_of
@@ -255,7 +258,7 @@ def finish_job(
         "missing_ranks": missing,
         "inferred": inferred_job,
     }
-    link = _links_host_and_device(parsed)
+    link = _links(parsed)
     result.files = [
         StagedFile(
             p.seq,
@@ -269,14 +272,19 @@ def finish_job(
         if row["status"] == "ok"
     ]
     if link:
-        result.collectives = _linked_collectives(info.job_id, parsed, new_rows, groups, world_size)
+        result.collectives, notes = _linked_collectives(info.job_id, parsed, new_rows, groups, world_size)
+        for row in new_rows:
+            if row["trace_id"] in notes:
+                row["warnings"] = [*(row["warnings"] or []), describe(row["path"] or "", None, notes[row["trace_id"]])]
     return result
 
 
-def _links_host_and_device(parsed: list[ParsedFile]) -> bool:
-    """The job holds host (PyTorch ET) and device (Kineto) traces: its collectives may be linked."""
-    roles = {role_of(p.format) for p in parsed if p.error is None}
-    return "host" in roles and "device" in roles
+def _links(parsed: list[ParsedFile]) -> bool:
+    """The job holds host (PyTorch ET) and device (Kineto) traces, or a log (Flight Recorder) beside
+    another trace or log: its collectives may be linked."""
+    ok = [role_of(p.format) for p in parsed if p.error is None]
+    roles = set(ok)
+    return ("host" in roles and "device" in roles) or ("log" in roles and len(ok) > 1)
 
 
 def _ungrouped_is_world(fmt: str | None) -> bool:
@@ -323,8 +331,9 @@ def _linked_collectives(
     rows: list[TracesRow],
     groups: dict[str, dict[str, Any]],
     world_size: int | None,
-) -> pa.Table | None:
-    """The job's collectives as dataset rows, host and device traces of a rank linked into one."""
+) -> tuple[pa.Table | None, dict[str, str]]:
+    """The job's collectives as dataset rows, host and device traces of a rank linked into one, and a
+    log's entries that a trace of the rank holds counted as its; with a note per log not placed."""
     import polars as pl
 
     from tracekit.ingest.worker import SEQ_COLUMN
@@ -333,7 +342,7 @@ def _linked_collectives(
     ok = [(p, row) for p, row in zip(parsed, rows, strict=True) if row["status"] == "ok"]
     paths = list(dict.fromkeys(path for p, _ in ok for path in p.staged.get("collectives", [])))
     if not paths:
-        return None
+        return None, {}
     per_trace = pl.DataFrame(
         {
             SEQ_COLUMN: [p.seq for p, _ in ok],
@@ -347,11 +356,16 @@ def _linked_collectives(
         pl.read_parquet(paths).join(per_trace, on=SEQ_COLUMN, how="inner").with_columns(pl.lit(job_id).alias("job_id"))
     )
     if frame.is_empty():
-        return None
-    frame = _fill_group_size(frame, groups, world_size).drop("_world", SEQ_COLUMN)
-    merged = link_host_and_device(frame, {p.trace_id: p.format for p, _ in ok})
+        return None, {}
+    formats = {p.trace_id: p.format for p, _ in ok}
+    frame = _fill_group_size(frame, groups, world_size).drop(SEQ_COLUMN)
+    merged = link_host_and_device(frame, formats)
+    notes: dict[str, str] = {}
+    if has_logs(formats):
+        merged, notes = link_logs(merged, formats, {p.trace_id: Clock.of(p.meta) for p, _ in ok})
+        merged = _fill_group_size(merged, groups, world_size)  # groups a log entry gave a trace's row
     schema = arrow_schema("collectives")
-    return merged.select(schema.names).to_arrow().cast(schema)
+    return merged.select(schema.names).to_arrow().cast(schema), notes
 
 
 def _fill_group_size(frame: pl.DataFrame, groups: dict[str, dict[str, Any]], world_size: int | None) -> pl.DataFrame:

@@ -127,6 +127,6 @@ def detect_format(head: bytes, name: str) -> str:
         if parser.sniff(head):
             return parser.name
     for parser in binary:
-        if name.endswith(parser.suffixes):
+        if parser.names_file(name):
             return parser.name
-    raise TraceError("unknown format: neither JSON nor a Chakra ET protobuf stream", "byte 0")
+    raise TraceError("unknown format: not JSON, a Chakra ET protobuf stream or a Flight Recorder pickle", "byte 0")

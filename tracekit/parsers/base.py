@@ -87,6 +87,10 @@ class TraceMeta:
     rank: int | None = None
     world_size: int | None = None
     started_at: datetime | None = None
+    # What to add to the file's times (start_us) for wall-clock µs since the Unix epoch, when it says
+    # (Kineto: baseTimeNanoseconds / 1000; Flight Recorder: 0, its times are the wall clock): how a
+    # log's entries are placed against a profiler trace of the same rank (tracekit.ingest.logs).
+    epoch_offset_us: float | None = None
     node_count: int = 0
     process_groups: list[ProcessGroup] = field(default_factory=list)
     label: str | None = None

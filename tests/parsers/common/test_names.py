@@ -36,6 +36,13 @@ PARSERS = Path(__file__).resolve().parents[3] / "tracekit" / "parsers"
         ("c10d::recv_any_source_", "RECV"),
         ("nccl:send 0->1", "SEND"),
         ("all_to_allv", "ALL_TO_ALL"),
+        # Any backend's prefix (the Flight Recorder analyzer's list, torch 2.13, and nccl2 of 2026).
+        ("ncclx:all_reduce", "ALL_REDUCE"),
+        ("rccl:_allgather_base", "ALL_GATHER"),
+        ("hccl:reduce_scatter_tensor_coalesced", "REDUCE_SCATTER"),
+        ("nccl2:all_to_all_v_single", "ALL_TO_ALL"),
+        ("mccl:recv 3<-0", "RECV"),
+        ("aten::all_reduce", None),  # a namespace, not a backend
         ("wait", None),
         ("coalesced", None),
         ("", None),
@@ -51,6 +58,13 @@ def test_every_backend_prefix_names_a_collective() -> None:
         assert is_backend_annotation(f"{prefix}all_reduce")
         assert comm_type_of(f"{prefix}all_reduce") == "ALL_REDUCE"
     assert not is_backend_annotation("record_param_comms")
+
+
+def test_any_backend_prefix_is_an_annotation_when_it_names_a_collective() -> None:
+    assert is_backend_annotation("rccl:all_gather") and is_backend_annotation("ncclx:send 0->1")
+    assert not is_backend_annotation("fwd:layer1")  # a user's record_function, not a backend's work
+    assert not is_backend_annotation("aten::add") and not is_backend_annotation("Optimizer.step#SGD.step")
+    assert is_uneven_name("nccl2:all_to_allv")
 
 
 def test_c10d_names_round_trip_and_use_the_data_model_vocabulary() -> None:

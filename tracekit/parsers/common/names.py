@@ -15,6 +15,10 @@ from tracekit.schema import COMM_TYPE_TABLE
 # The work annotation a c10d backend records around each collective it runs (`nccl:all_reduce`,
 # `gloo:broadcast`, `xccl:all_gather` on Intel GPUs), whatever the profiler generation.
 BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "ucc:", "xccl:")
+# Every other backend names its work the same way, a lowercase word and one colon: `ncclx:`, `rccl:`,
+# `hccl:`, `mccl:`, `nccl2:` (the names PyTorch's Flight Recorder analyzer accepts, torch 2.13
+# torch/distributed/flight_recorder/components/types.py `Op`). Two colons are a namespace (`aten::`).
+_ANY_BACKEND_PREFIX = re.compile(r"[a-z][a-z0-9_]{0,31}:(?!:)")
 # The dispatcher op of a collective (`c10d::allreduce_`): its name without the namespace is how
 # profiler (Kineto) rows name it, so rows of every format carry the short name.
 C10D_PREFIX = "c10d::"
@@ -36,8 +40,17 @@ SPLIT_ATTRS = ("in_split_size", "out_split_size")
 
 
 def is_backend_annotation(name: str) -> bool:
-    """A backend's work annotation (`nccl:all_reduce`, `gloo:send`, `xccl:broadcast`)."""
-    return name.startswith(BACKEND_PREFIXES)
+    """A backend's work annotation (`nccl:all_reduce`, `gloo:send`, `xccl:broadcast`; under another
+    backend's prefix, `rccl:all_gather`, only when it names a collective)."""
+    if name.startswith(BACKEND_PREFIXES):
+        return True
+    return _ANY_BACKEND_PREFIX.match(name) is not None and comm_type_of(name) is not None
+
+
+def backend_prefix(name: str) -> str | None:
+    """The backend a work annotation names (`nccl:all_reduce` -> `nccl`), or None."""
+    match = _ANY_BACKEND_PREFIX.match(name)
+    return match.group(0)[:-1] if match else None
 
 
 def c10d_stem(name: str) -> str:
@@ -64,6 +77,10 @@ def _squash(name: str) -> str:
         if name.startswith(prefix):
             name = name[len(prefix) :]
             break
+    else:
+        match = _ANY_BACKEND_PREFIX.match(name)
+        if match:
+            name = name[match.end() :]
     return name.replace("_", "").replace("-", "")
 
 

@@ -213,6 +213,7 @@ def read_meta(trace: Trace, meta: TraceMeta, checker: Checker, count: int, first
     meta.process_groups = read_process_groups(dist.get("pg_config"), checker, "distributedInfo.pg_config")
     base = checker.integer(trace.baseTimeNanoseconds, "baseTimeNanoseconds", INT64, "baseTimeNanoseconds")
     meta.started_at = _started_at(base, first_ts)
+    meta.epoch_offset_us = base / 1000 if base is not None else None
 
 
 def _started_at(base: int | None, first: float | None) -> datetime | None:
