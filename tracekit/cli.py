@@ -784,6 +784,7 @@ def _replay_fleet(
     with _counter(console, quiet, "fleet replay", "jobs", total=len(selected)) as advance:
         run = run_fleet(dataset, out, settings, executor, workers, advance, scope)
     result = run.result
+    _warnings(console, run.warnings)
     for job, why in result.skipped:
         console.print(f"[yellow]skipped[/yellow] job {shown(job)}: {shown(why)}", highlight=False, soft_wrap=True)
     if run.not_stored is not None:

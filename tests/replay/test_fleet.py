@@ -207,3 +207,16 @@ def test_a_dataset_another_program_writes_is_refused_before_any_work(fleet_datas
     [line] = done.stderr.splitlines()
     assert "open in another program" in line and "python" in line and "--out" not in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_what_recovering_an_earlier_run_found_is_said_by_the_fleet_replay(fleet_dataset: Path, tmp_path: Path) -> None:
+    # The recovery that `writing()` runs names a torn commit marker in Dataset.warnings; the ingest
+    # printed it, the fleet replay dropped it.
+    torn = fleet_dataset / ".staging" / "r" / "COMMIT.json"
+    torn.parent.mkdir(parents=True)
+    torn.write_text('{"run_id": "')
+    done = run("replay", fleet_dataset, "--fleet", "-o", tmp_path / "out", "--gpus-per-host", "2")
+    assert done.returncode == 0, done.stderr
+    [warning] = [line for line in (done.stdout + done.stderr).splitlines() if str(torn) in line]
+    assert warning.startswith("warning:"), warning
+    assert not torn.exists()

@@ -290,6 +290,7 @@ class FleetRun:
     result: FleetReplay
     files: list[Path]
     not_stored: str | None  # why the tables could not be written into the dataset (they are in OUT)
+    warnings: list[str]  # what recovering an earlier interrupted run found and did not follow
 
 
 def run_fleet(
@@ -320,8 +321,8 @@ def run_fleet(
         try:
             _store(result, where, scope)
         except DatasetError as exc:
-            return FleetRun(result, files, str(exc))
-    return FleetRun(result, files, None)
+            return FleetRun(result, files, str(exc), where.warnings)
+    return FleetRun(result, files, None, where.warnings)
 
 
 def write_fleet(result: FleetReplay, out: Path) -> list[Path]:
