@@ -38,6 +38,11 @@ def _committed_run(dataset: Path) -> str:
         return str(run_id)
 
 
+def _problems(dataset: Path) -> list[str]:
+    """What `tracekit verify` finds wrong with the dataset (none on a healthy one)."""
+    return tracekit.verify(dataset).problems
+
+
 def _plant(dataset: Path, run_id: str, text: str) -> Path:
     marker = dataset / STAGING / run_id / COMMIT_MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +96,7 @@ def test_a_planted_commit_marker_is_never_followed(tmp_path: Path, kind: str) ->
     assert len([w for w in report.warnings if str(marker) in w]) == 1
     assert not (dataset / STAGING).exists()
     assert _jobs(dataset) == 2
+    assert _problems(dataset) == []
 
 
 @pytest.mark.parametrize(
@@ -106,6 +112,7 @@ def test_a_torn_commit_marker_is_named_and_cleaned_and_later_ingests_go_on(tmp_p
     assert not (dataset / STAGING).exists()
     ingest([_job(tmp_path / "c", "jobC")], dataset)
     assert _jobs(dataset) == 3
+    assert _problems(dataset) == []
 
 
 def test_a_commit_marker_of_the_real_commit_is_still_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,6 +147,7 @@ def test_a_symlinked_staging_folder_is_removed_not_followed(tmp_path: Path) -> N
     ingest([_job(tmp_path / "b", "jobB")], dataset)
     assert (outside / "run" / "keep.txt").read_text() == "not the dataset's"
     assert _jobs(dataset) == 2
+    assert _problems(dataset) == []
 
 
 @pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "folder", "fifo"])
@@ -166,6 +174,7 @@ def test_a_lock_that_is_not_a_regular_file_is_refused_in_one_line_and_nothing_to
     assert target.read_text() == "precious"
     assert not (tmp_path / "created.txt").exists()
     assert _jobs(dataset) == 1
+    assert _problems(dataset) == []
 
 
 def test_the_cli_refuses_a_symlinked_lock_with_exit_3(tmp_path: Path) -> None:
@@ -214,6 +223,8 @@ def test_a_damaged_duckdb_file_is_one_line_naming_it_with_exit_3(tmp_path: Path,
     assert "another program" not in result.stderr
     after = sorted((p.relative_to(dataset), p.read_bytes()) for p in dataset.rglob("*") if p.is_file())
     assert after == before
+    problems = _problems(dataset)  # one line per table it cannot read, or one for the file
+    assert problems and all("DuckDB file" in p or str(db) in p for p in problems), problems
 
 
 def _files(dataset: Path) -> list[tuple[Path, bytes]]:
@@ -237,6 +248,7 @@ def test_a_damaged_parquet_file_stops_the_next_ingest_in_one_line_naming_it(
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1 and f"{path}: damaged" in result.stderr, result.stderr
     assert _files(dataset) == before
+    assert [p for p in _problems(dataset) if str(path) in p], _problems(dataset)
 
 
 def _ingest_with_file_size_limit(limit: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -267,6 +279,7 @@ def test_a_full_disk_is_one_line_with_exit_3_and_the_dataset_unchanged(tmp_path:
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1 and "no space to write" in result.stderr, result.stderr
     assert _files(dataset) == before
+    assert _problems(dataset) == []
 
 
 def test_a_write_with_no_room_is_told_from_other_errors() -> None:
