@@ -397,9 +397,10 @@ def verify(dataset: Annotated[Path, typer.Argument(help="A dataset folder writte
 def repair(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
     """Rebuild a dataset's damaged copy from its whole one (see `tracekit verify`).
 
-    A DuckDB file that lost runs or cannot be opened is rebuilt from the Parquet files (the old one
-    kept in DATASET/.damaged/); damaged or missing Parquet files are written again from the DuckDB
-    file. Exit 3 when neither copy is whole.
+    A DuckDB file that lost runs, cannot be opened, or differs from Parquet files that are exactly as
+    their runs recorded them is rebuilt from the Parquet files (the old one kept in DATASET/.damaged/);
+    damaged, missing or stray Parquet files are written again from the DuckDB file, and recorded.
+    Exit 3 when neither copy is whole.
 
     Example: tracekit repair sample.dataset
     """
