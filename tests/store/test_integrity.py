@@ -315,6 +315,11 @@ def test_a_changed_duckdb_row_is_blamed_on_the_duckdb_file_and_rebuilt_from_the_
     assert _answers(dataset) == before
     assert cli("verify", dataset).returncode == 0
     assert set(_expected(dataset)) == _parquet_files(dataset)
+    # The rebuilt file's records (the repair's, of every file) still tell a stray file from the runs'.
+    stray = _extra_copy_of_a_traces_file(dataset)
+    checked = cli("verify", dataset)
+    assert checked.returncode == 3 and stray in checked.stderr
+    assert "copy.parquet: a stray file (no run recorded writing it)" in checked.stderr
 
 
 def test_a_file_a_later_run_removed_found_again_is_named_as_stray(

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 from tracekit.errors import DatasetError
 from tracekit.store import connect
 from tracekit.store.connect import sql_list
-from tracekit.store.dataset import CORE_TABLES, Dataset
+from tracekit.store.dataset import CORE_TABLES, REPAIR_PREFIX, Dataset
 from tracekit.store.integrity import RUNS_FILE, held_runs, lost_runs_error, recorded_runs
 from tracekit.store.parquet_files import check_whole, table_files
-from tracekit.store.written_files import Record, digest, latest, relative
+from tracekit.store.written_files import Record, digest, latest, relative, table_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -62,7 +62,8 @@ class Verdict:
 @dataclass
 class _Records:
     """What the runs recorded of their Parquet files: the latest record of each path; whether every
-    run the DuckDB file holds recorded its files (else a file without a record is unchecked, not stray)."""
+    run the DuckDB file holds recorded its files or a repair since recorded them all (else a file
+    without a record is unchecked, not stray)."""
 
     latest: dict[str, Record]
     complete: bool
@@ -129,7 +130,8 @@ def _records(
         verdict.problems.append(f"written_files: the DuckDB file cannot be read ({connect.first_line(exc)})")
         verdict.duckdb_whole = False
         return None
-    return _Records(found, complete=held <= recorded)
+    # A repair records every Parquet file the dataset then holds: the runs before it are covered.
+    return _Records(found, complete=held <= recorded or any(r.startswith(REPAIR_PREFIX) for r in recorded))
 
 
 def _check_records(
@@ -169,7 +171,7 @@ def _check_records(
                 )
                 as_recorded = False
     for rel, record in sorted(records.latest.items()):
-        if record.table == table and record.sha256 is not None and rel not in on_disk:
+        if table_of(rel) == table and record.sha256 is not None and rel not in on_disk:
             verdict.problems.append(f"{root / rel}: missing (run {record.run_id} wrote it: {_n(record.rows)} rows)")
             as_recorded = False
     if len(verdict.problems) > named:
