@@ -117,11 +117,13 @@ def _insert(
 
 def latest(con: duckdb.DuckDBPyConnection, source: str) -> tuple[dict[str, Record], set[str]]:
     """The latest record of every path in the records at `source` (a qualified table name), and the
-    ids of the runs that recorded anything."""
+    ids of the runs that recorded anything. A row without a path or run (no run writes one: the
+    file was edited) says nothing, and a path without a file then stays unrecorded."""
     query = (
         "SELECT run_id, table_name, path, rows, bytes, sha256 FROM "
-        f"(SELECT *, row_number() OVER (PARTITION BY path ORDER BY seq DESC) AS n FROM {source}) WHERE n = 1"
+        f"(SELECT *, row_number() OVER (PARTITION BY path ORDER BY seq DESC NULLS LAST) AS n FROM {source} "
+        "WHERE path IS NOT NULL AND run_id IS NOT NULL) WHERE n = 1"
     )
     records = {row[2]: Record(*row) for row in con.execute(query).fetchall()}
-    runs = {row[0] for row in con.execute(f"SELECT DISTINCT run_id FROM {source}").fetchall()}
+    runs = {row[0] for row in con.execute(f"SELECT DISTINCT run_id FROM {source} WHERE run_id IS NOT NULL").fetchall()}
     return records, runs
