@@ -175,7 +175,8 @@ class ScopedDataset(TraceDataset):
             self.scope.parameters(),
         )
         for table in TABLES:
-            where = "" if table == "runs" else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
+            whole = table in ("runs", "written_files")  # rows of no job
+            where = "" if whole else " WHERE job_id IN (SELECT job_id FROM temp.scope_jobs)"
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source[table]}{where}")
         return con
 

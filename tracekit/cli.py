@@ -360,8 +360,9 @@ def info(dataset: Annotated[Path, typer.Argument(help="A dataset folder written 
 def verify(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
     """Check that the dataset's two copies agree: the DuckDB file (and its log) and the Parquet files.
 
-    Compares every table's row count and content, finds damaged or missing Parquet files and runs
-    the DuckDB file lost; writes nothing. Exit 0 when they agree, 3 naming each problem otherwise.
+    Compares every table's row count and content, checks every Parquet file against the size and
+    SHA-256 its run recorded, finds damaged, missing or stray Parquet files and runs the DuckDB file
+    lost; writes nothing. Exit 0 when they agree, 3 naming each problem otherwise.
 
     Example: tracekit verify sample.dataset
     """
@@ -374,6 +375,8 @@ def verify(dataset: Annotated[Path, typer.Argument(help="A dataset folder writte
         verdict = compare(dataset)
     except TracekitError as exc:
         _fail(Console(stderr=True), exc)
+    for note in verdict.notes:
+        Console().print(f"note: {shown(note)}", highlight=False, soft_wrap=True)
     if verdict.problems:
         err = Console(stderr=True)
         for problem in verdict.problems:
@@ -394,9 +397,10 @@ def verify(dataset: Annotated[Path, typer.Argument(help="A dataset folder writte
 def repair(dataset: Annotated[Path, typer.Argument(help="A dataset folder written by `tracekit ingest`.")]) -> None:
     """Rebuild a dataset's damaged copy from its whole one (see `tracekit verify`).
 
-    A DuckDB file that lost runs or cannot be opened is rebuilt from the Parquet files (the old one
-    kept in DATASET/.damaged/); damaged or missing Parquet files are written again from the DuckDB
-    file. Exit 3 when neither copy is whole.
+    A DuckDB file that lost runs, cannot be opened, or differs from Parquet files that are exactly as
+    their runs recorded them is rebuilt from the Parquet files (the old one kept in DATASET/.damaged/);
+    damaged, missing or stray Parquet files are written again from the DuckDB file, and recorded.
+    Exit 3 when neither copy is whole.
 
     Example: tracekit repair sample.dataset
     """

@@ -377,3 +377,23 @@ ReplayFabricsRow = TypedDict(
     },
     total=False,
 )
+
+
+# written_files: In the DuckDB file only (tracekit/store/written_files.py): one row per Parquet file
+# of the dataset a run wrote or removed (an ingest, or `tracekit repair` rewriting the Parquet copy or
+# rebuilding the DuckDB file), recorded in the transaction of the run's rows; `tracekit verify` checks
+# each Parquet file against the latest row for its path. Datasets of format 9 and earlier start with
+# none: the runs before format 10 recorded no file checksums.
+WrittenFilesRow = TypedDict(
+    "WrittenFilesRow",
+    {
+        "seq": int | None,
+        "run_id": str | None,
+        "table_name": str | None,
+        "path": str | None,
+        "rows": int | None,
+        "bytes": int | None,
+        "sha256": str | None,
+    },
+    total=False,
+)

@@ -29,6 +29,7 @@ TABLES = (
     "job_classes",
     "replay_jobs",
     "replay_fabrics",
+    "written_files",
 )
 # Written by `tracekit replay --fleet`, never by ingest (which drops the rows of the jobs it touches).
 REPLAY_TABLES = ("replay_jobs", "replay_fabrics")
@@ -156,8 +157,8 @@ _DOC_HEADER = """\
 `tracekit ingest` writes these tables. They are the public contract that SQL is written
 against: in the DuckDB file (`DATASET/tracekit.duckdb`, every table by name, wherever the folder
 is moved), in Parquet (`DATASET/<table>.parquet` for the small tables, `DATASET/<table>/*.parquet`
-for `traces`, `collectives` and `ops`; the rollups are in the DuckDB file only), and from Python
-(`tracekit.open(DATASET).frame("collectives")`).
+for `traces`, `collectives` and `ops`; the rollups and `written_files` are in the DuckDB file
+only), and from Python (`tracekit.open(DATASET).frame("collectives")`).
 
 Conventions:
 - A column a format does not carry is **null**, never a guess. A value the tool derived rather

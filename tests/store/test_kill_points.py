@@ -111,6 +111,33 @@ def test_a_repair_killed_midway_leaves_a_dataset_readers_open_and_the_next_write
     assert cli("verify", dataset).returncode == 0
 
 
+@pytest.mark.parametrize("kill", [_kill, _half_of_the_moves_then_kill])
+def test_a_parquet_rewrite_killed_after_recording_its_files_is_finished_by_the_next_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: Callable[..., None]
+) -> None:
+    """The repair records the files it rewrites (tracekit.store.written_files) before moving them in:
+    killed in between, verify names the files not yet as recorded, and the next writer moves them."""
+    dataset = tmp_path / "ds"
+    write_et_job(tmp_path / "a" / "jobA", [0, 1], [("ALL_REDUCE", 1 << 20)] * 5)
+    write_et_job(tmp_path / "b" / "jobB", [0, 1], [("ALL_REDUCE", 1 << 20)] * 5)
+    ingest([tmp_path / "a"], dataset)
+    ingest([tmp_path / "b"], dataset)
+    (dataset / "jobs.parquet").unlink()
+    monkeypatch.setattr(tracekit.store.repair, "apply_plan", kill)
+    with pytest.raises(Killed):
+        tracekit.repair(dataset)
+    monkeypatch.undo()
+    assert _jobs_of(dataset) == 2
+    checked = cli("verify", dataset)
+    assert checked.returncode == 3 and "an interrupted run is pending" in checked.stderr
+    write_et_job(tmp_path / "c" / "jobC", [0, 1], [("ALL_GATHER", 1 << 10)] * 2)
+    ingest([tmp_path / "c"], dataset)  # recovers first: the repair's moves finished
+    assert not (dataset / ".staging").exists()
+    done = cli("verify", dataset)
+    assert done.returncode == 0, done.stderr
+    assert _jobs_of(dataset) == 3
+
+
 def test_a_dataset_moved_between_a_kill_and_the_next_run_is_still_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,7 +28,8 @@ from tracekit.store.migrations import STEPS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLES = Path(__file__).parents[2] / "sample_traces" / "captured"
-OLDER = range(1, dataset_format.FORMAT + 1)  # format 9 as written before the number was stamped
+OLDER = range(1, dataset_format.FORMAT)  # format 9 as written before the number was stamped
+LATEST_FIXTURE = OLDER[-1]
 # Columns that differ for reasons other than the format: when the run committed, and which run.
 RUN_COLUMNS = {"run_id", "ingested_at", "committed_at", "replayed_at"}
 RUN_STARTS = {"runs": {"started_at"}}
@@ -71,7 +72,9 @@ def _contents(dataset: Path, unknown: dict[str, set[str]]) -> dict[str, Any]:
     """Every table of the DuckDB file and of the Parquet files, less the columns named."""
     found: dict[str, Any] = {}
     con = duckdb.connect(str(dataset / "tracekit.duckdb"), read_only=True)
-    for table in (*TABLES, "dataset_format"):
+    # written_files holds what each run wrote (its paths name the run, its checksums hash the run's
+    # ids): test_an_older_dataset_verifies_with_one_note_and_the_upgrading_run_records_its_files.
+    for table in (*(t for t in TABLES if t != "written_files"), "dataset_format"):
         skip = RUN_COLUMNS | PLACE_COLUMNS | RUN_STARTS.get(table, set()) | unknown.get(table, set())
         found[table] = _rows(con, f"select * from {table}", skip)
     con.close()
@@ -101,6 +104,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_there_is_a_fixture_and_a_step_for_every_older_format() -> None:
     assert sorted(p.name for p in FIXTURES.glob("*.tar.gz")) == sorted(f"format-{n}.tar.gz" for n in OLDER)
     assert [step.FORMAT for step in STEPS] == list(range(2, dataset_format.FORMAT + 1))
+    assert LATEST_FIXTURE == dataset_format.FORMAT - 1
 
 
 @pytest.mark.parametrize("n", OLDER)
@@ -150,7 +154,7 @@ def test_an_upgraded_dataset_keeps_its_rollups_in_step_with_the_rule(tmp_path: P
 
 
 def test_a_dataset_of_a_later_format_is_refused_in_one_line(tmp_path: Path) -> None:
-    dataset = _fixture(dataset_format.FORMAT, tmp_path)
+    dataset = _fixture(LATEST_FIXTURE, tmp_path)
     con = duckdb.connect(str(dataset / "tracekit.duckdb"))
     con.execute(f"create table dataset_format as select {dataset_format.FORMAT + 1} as format")
     con.close()
@@ -214,7 +218,7 @@ def test_a_format_number_older_than_the_columns_reads_through_a_scope(tmp_path: 
 )
 def test_a_dataset_format_table_without_a_format_number_is_refused_in_one_line(tmp_path: Path, change: str) -> None:
     """Found by the dataset fuzzer: an emptied dataset_format ended a reader on an AssertionError."""
-    dataset = _fixture(dataset_format.FORMAT, tmp_path)
+    dataset = _fixture(LATEST_FIXTURE, tmp_path)
     con = duckdb.connect(str(dataset / "tracekit.duckdb"))
     con.execute(f"create table dataset_format as select {dataset_format.FORMAT} as format")
     con.execute(change)
@@ -222,3 +226,39 @@ def test_a_dataset_format_table_without_a_format_number_is_refused_in_one_line(t
     with pytest.raises(DatasetError, match="holds no format number") as refused:
         tracekit.open(dataset).summary()
     assert "\n" not in str(refused.value) and str(dataset) in str(refused.value)
+
+
+@pytest.mark.parametrize("n", [5, 6, LATEST_FIXTURE])
+def test_an_older_dataset_verifies_with_one_note_and_the_upgrading_run_records_its_files(
+    tmp_path: Path, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs before format 10 recorded no file checksums: verify says so in one line, exit 0; the run
+    that upgrades the dataset records the files it writes, and those are checked."""
+    from tests.conftest import cli
+
+    dataset = _fixture(n, tmp_path)
+    done = cli("verify", dataset)
+    assert done.returncode == 0, done.stderr
+    [note] = [line for line in done.stdout.splitlines() if line.startswith("note:")]
+    assert "runs before format 10 recorded no file checksums" in note
+    _, second = _traces(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    ingest([second], dataset, workers=1)
+    con = duckdb.connect(str(dataset / "tracekit.duckdb"), read_only=True)
+    recorded = con.execute("select path, sha256 from written_files").fetchall()
+    [run] = con.execute("select distinct run_id from written_files").fetchall()
+    con.close()
+    assert run[0] in {p.stem.removeprefix("run-")[: len(run[0])] for p in (dataset / "ops").glob("*.parquet")}
+    assert ("jobs.parquet" in {p for p, _ in recorded}) and all(len(sha or "") in (0, 64) for _, sha in recorded)
+    if n <= 5:  # the upgrading run wrote every traces row into traces/ and removed traces.parquet
+        assert ("traces.parquet", None) in recorded
+    done = cli("verify", dataset)
+    assert done.returncode == 0, done.stderr
+    assert len([line for line in done.stdout.splitlines() if line.startswith("note:")]) == 1
+    # A file the upgrading run wrote is checked: changed, it is named.
+    jobs = dataset / "jobs.parquet"
+    data = jobs.read_bytes()
+    at = data.rindex(b"DuckDB")
+    jobs.write_bytes(data[:at] + b"duckdb" + data[at + 6 :])
+    done = cli("verify", dataset)
+    assert done.returncode == 3 and f"{jobs}: its SHA-256 checksum differs" in done.stderr

@@ -3,8 +3,9 @@ into place after the commit point (tracekit.store.dataset's docstring says how a
 
 The transaction first brings an older dataset to this format (tracekit.store.migrations), then
 replaces what the run replaces, inserts the run's rows (the staged rows finished in SQL: each gets
-the job, rank and trace id of its file), stores the query catalogue and refreshes the rollups of
-the jobs the run touched.
+the job, rank and trace id of its file), stores the query catalogue, refreshes the rollups of
+the jobs the run touched, and records every Parquet file the run moves in or removes, with its
+size and SHA-256 (tracekit.store.written_files).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema, table_from_rows
-from tracekit.store import connect, dataset_format, migrations, staging_marker
+from tracekit.store import connect, dataset_format, migrations, staging_marker, written_files
 from tracekit.store.changes import SEQ, RunChanges, files_schema
 from tracekit.store.connect import STORAGE_VERSION, sql_list, sql_path
 from tracekit.store.dataset import (
@@ -210,6 +211,7 @@ def _write(con: duckdb.DuckDBPyConnection, changes: RunChanges, root: Path, out:
     store_queries(con)
     refresh_rollups(con, step.rebuild)
     write_rewritten(con, "d", files)
+    written_files.record_plan(con, "d", changes.run_id, root, files.plan)
     return files.plan
 
 

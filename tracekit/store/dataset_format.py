@@ -18,6 +18,7 @@ each from the one before):
        the structural class rule
     8  tables replay_jobs and replay_fabrics (a fleet replay's)
     9  replay_jobs.switch_bytes; the number stamped in the file
+    10 table written_files: each run's Parquet files, rows, bytes and SHA-256 (none for earlier runs)
 
 A file without the table was written before the number existed: `guess` reads its format from what
 it holds, once, here; from its next commit on it carries the number.
@@ -34,7 +35,7 @@ from tracekit.store.connect import VIEW, ident
 if TYPE_CHECKING:
     import duckdb
 
-FORMAT = 9
+FORMAT = 10
 TABLE = "dataset_format"
 
 

@@ -6,6 +6,11 @@
 - The Parquet files are damaged or missing, and the DuckDB file is whole: every table's Parquet files
   are written again from it and moved over the old ones.
 
+Either way the repair records the Parquet files the dataset then holds (tracekit.store.written_files,
+under the repair's id): the rewritten ones, in the DuckDB file's records, before they move into
+place (a dataset of format 9 and earlier has no records table: the next ingest creates it); the
+ones a new DuckDB file is built from, in its own.
+
 Nothing is deleted that held data: the old DuckDB file and its log are first copied to
 DATASET/.damaged/<repair id>/. Both steps follow the commit's protocol (a marker in staging, then the
 rename and the moves), so a repair killed midway is finished or dropped by the next command that
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING
 from tracekit import interrupts
 from tracekit.errors import DatasetError
 from tracekit.schema import REPLAY_TABLES, ROLLUPS, TABLES, arrow_schema
-from tracekit.store import connect, dataset_format, staging_marker
+from tracekit.store import connect, dataset_format, staging_marker, written_files
 from tracekit.store.commit import fsync, refresh_rollups, store_queries
 from tracekit.store.connect import STORAGE_VERSION, ident, sql_list, sql_path
 from tracekit.store.dataset import (
@@ -106,10 +111,14 @@ def _rebuild_duckdb(dataset: Dataset, staging: Path, notes: list[str]) -> None:
         for table in TABLES:
             step.create(table)
         dataset_format.stamp(con, "d")
+        held: list[Path] = []
         for table in CORE_TABLES:
-            files = [str(p) for p in table_files(dataset.root, table)]
+            files = table_files(dataset.root, table)
+            held += files
             if files:
-                con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM read_parquet({sql_list(files)})")
+                source = f"read_parquet({sql_list([str(p) for p in files])})"
+                con.execute(f"INSERT INTO d.{table} BY NAME SELECT * FROM {source}")
+        written_files.record_files(con, "d", staging.name, dataset.root, held)
         _copy_replay_tables(dataset, con, staging, notes)
         store_queries(con)
         refresh_rollups(con, list(ROLLUPS))
@@ -149,11 +158,13 @@ def _copy_replay_tables(dataset: Dataset, con: duckdb.DuckDBPyConnection, stagin
 
 
 def _rewrite_parquet(dataset: Dataset, staging: Path) -> None:
+    """Every core table's Parquet files written again from the DuckDB file, recorded in it, then
+    moved into place. The DuckDB file is written (its records), so no other program may hold it."""
     out = staging / "out"
     plan = Plan()
     con = connect.memory()
     try:
-        dataset.attach_read_only(con, "d", check_runs=False)
+        _attach_to_record(dataset, con)
         for table in CORE_TABLES:
             single = table in REWRITTEN_TABLES
             target = out / (f"{table}.parquet" if single else f"{table}/part-{staging.name}.parquet")
@@ -162,12 +173,34 @@ def _rewrite_parquet(dataset: Dataset, staging: Path) -> None:
             dst = dataset.root / target.relative_to(out)
             plan.moves.append((str(target), str(dst)))
             plan.removals += [str(p) for p in table_files(dataset.root, table) if p != dst]
+        recording = connect.has_table(con, written_files.TABLE, "d")
+        _write_marker(staging, plan, None)
+        with interrupts.deferred():
+            if recording:
+                con.execute("BEGIN TRANSACTION")
+                written_files.record_plan(con, "d", staging.name, dataset.root, plan)
+                con.execute("COMMIT")
+            con.execute("DETACH d")
+            apply_plan(plan)
+            dataset.discard(staging)
     finally:
         con.close()
-    _write_marker(staging, plan, None)
-    with interrupts.deferred():
-        apply_plan(plan)
-        dataset.discard(staging)
+
+
+def _attach_to_record(dataset: Dataset, con: duckdb.DuckDBPyConnection) -> None:
+    """The dataset's DuckDB file attached read-write as `d`; DatasetError where another program holds it."""
+    import duckdb
+
+    try:
+        connect.attach(con, dataset.db_path, "d")
+    except duckdb.Error as exc:
+        holder = connect.holder(exc)
+        if holder is not None:
+            raise DatasetError(
+                f"{dataset.root}: the dataset is open in another program ({holder}): the repair records the "
+                "files it writes in the DuckDB file: close it and run `tracekit repair` again"
+            ) from exc
+        raise DatasetError(f"{dataset.db_path}: cannot open ({connect.first_line(exc)})") from exc
 
 
 def _write_marker(staging: Path, plan: Plan, db_inode: int | None) -> None:

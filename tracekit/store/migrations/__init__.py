@@ -24,6 +24,7 @@ from tracekit.store.migrations import (
     m007_class_rule,
     m008_replay_tables,
     m009_switch_bytes,
+    m010_written_files,
 )
 from tracekit.store.migrations.context import DB, Presentation, Upgrade
 
@@ -39,6 +40,7 @@ STEPS: tuple[ModuleType, ...] = (
     m007_class_rule,
     m008_replay_tables,
     m009_switch_bytes,
+    m010_written_files,
 )
 assert [s.FORMAT for s in STEPS] == list(range(2, dataset_format.FORMAT + 1)), "one step per format, in order"
 
