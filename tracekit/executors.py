@@ -73,6 +73,10 @@ class Slots:
 
     executor: Executor
     slots: int
+    # Whether `death` blames only the task a dead worker ran. Dask's KilledWorker also falls on tasks
+    # only queued on workers that died (each death counts against every task the worker held), so
+    # tasks run again after a death there run one at a time.
+    blames_exactly = False
 
     def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
         return self.executor.submit(fn, *args)
@@ -196,6 +200,8 @@ class _LocalPool(Slots):
     memory (`_Running`), which outlives it; once the broken pool is shut down, the exit codes of its
     processes say which worker died on its own, so which task was running there and how it died.
     """
+
+    blames_exactly = True  # each worker notes the task it runs (_Running)
 
     def __init__(self, workers: int) -> None:
         self.workers = workers

@@ -186,6 +186,7 @@ def test_a_file_that_always_kills_its_worker_gets_an_error_row(
     assert done.stderr.splitlines() == ["warning: job job: rank 7 of 24 missing", f"error: {error}"], done.stderr
     assert set(traces.values()) == {("ok", None)} and len(traces) == FILES - 1
     assert _ops(tmp_path / "ds") == _expected_ops([r for r in range(FILES) if r != 7])
+    assert tracekit.verify(tmp_path / "ds").problems == []
     # The dataset is whole: a run after it adds the fixed file and nothing twice.
     (job / "rank7.die").write_text("DIETRACE\nforward 7.5\nbackward 30\n")
     again = _ingest(plugin, job, tmp_path / "ds", executor)

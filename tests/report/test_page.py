@@ -64,7 +64,7 @@ def test_the_page_carries_aggregates_not_collectives(samples: SampleRun) -> None
     html, result = render_report(samples.dataset)
     specs = json.loads(SPECS.search(html).group(1))  # type: ignore[union-attr]
     rows = sum(len(values) for spec in specs.values() for values in spec.get("datasets", {}).values())
-    assert result.jobs == 208
+    assert result.jobs == 211
     # The samples have 214,512 collective rows; the page's largest table is a 64-GPU job's all-to-allv
     # volume matrix (64 x 64 cells, since generated all-to-allv carry their splits).
     assert rows < 6000

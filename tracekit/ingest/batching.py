@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -203,8 +204,7 @@ def _drain(pending: dict[Future[BatchResult], int], until: str | None, report: I
     assert isinstance(pending, _InFlight)
     done, _ = wait(pending, return_when=until or "ALL_COMPLETED")
     for future in done:
-        del pending[future]
-        batch, retried = pending.sent.pop(future)
+        batch, retried = pending.taken_back(future)
         # Looked at outside an `except` block: a Ctrl-C while a broken pool is replaced raises at once.
         if future.exception() is not None and (death := pending.run.death(future)) is not None:
             yield from pending.lost(batch, retried, death)
@@ -223,12 +223,30 @@ class _InFlight(dict[Future[BatchResult], int]):
         # Each worker's death: how, the first file it was parsing, the seqs of all of them.
         self.deaths: list[tuple[str, str, list[int]]] = []
         self.failed: set[int] = set()  # the seqs of the files given error rows for deaths
+        # Files to parse alone, waiting for the one in flight (where a death may blame bystanders).
+        self.waiting: deque[Batch] = deque()
 
     def submit(self, batch: Batch, retried: bool = False) -> None:
         with interrupts.blocked():  # a worker being spawned is never left half-started
             future = self.run.submit(parse_batch, batch)
         self[future] = len(batch.tasks)
         self.sent[future] = (batch, retried)
+
+    def retry_alone(self, batch: Batch) -> None:
+        """Parse a file of a dead worker's batch again; one at a time unless the executor blames
+        exactly (else another file's deaths would count against a file only queued beside it)."""
+        if self.run.blames_exactly or not any(retried for _, retried in self.sent.values()):
+            self.submit(batch, retried=True)
+        else:
+            self.waiting.append(batch)
+
+    def taken_back(self, future: Future[BatchResult]) -> tuple[Batch, bool]:
+        """Forget a batch done (returned, failed or lost); the next file waiting to be parsed alone goes out."""
+        del self[future]
+        batch, retried = self.sent.pop(future)
+        if retried and self.waiting:
+            self.submit(self.waiting.popleft(), retried=True)
+        return batch, retried
 
     def lost(self, batch: Batch, retried: bool, death: executors.Death) -> list[ParsedFile]:
         """A batch lost to a worker's death: handed out again, its files alone if its own worker died
@@ -241,7 +259,7 @@ class _InFlight(dict[Future[BatchResult], int]):
             return [_died(task, death.how) for task in batch.tasks]
         self.deaths.append((death.how, batch.tasks[0].display, [task.seq for task in batch.tasks]))
         for task in batch.tasks:
-            self.submit(Batch([task], batch.staging, batch.known, batch.known_content), retried=True)
+            self.retry_alone(Batch([task], batch.staging, batch.known, batch.known_content))
         return []
 
     def survived(self) -> list[str]:
