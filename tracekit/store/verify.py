@@ -97,10 +97,12 @@ def verify(dataset: Dataset) -> Verdict:
             check = TableCheck(table, len(files))
             verdict.tables.append(check)
             as_recorded = _check_records(dataset.root, table, files, whole, records, verdict)
-            parquet = _count_and_hash(con, f"read_parquet({sql_list(whole)})", verdict, table) if whole else (0, 0)
+            in_parquet = f"read_parquet({sql_list(whole)})"
+            columns = _shared_columns(con, in_parquet if whole else None, tables.get(table))
+            parquet = _count_and_hash(con, in_parquet, columns, verdict, table) if whole else (0, 0)
             if whole and parquet is None:
                 verdict.parquet_whole = False
-            duck = _count_and_hash(con, tables[table], verdict, table) if table in tables else None
+            duck = _count_and_hash(con, tables[table], columns, verdict, table) if table in tables else None
             if table in tables and duck is None:
                 verdict.duckdb_whole = False
             _compare(dataset.root, check, duck, parquet, len(whole) < len(files), as_recorded, verdict)
@@ -198,13 +200,32 @@ def _attach(dataset: Dataset, con: duckdb.DuckDBPyConnection, verdict: Verdict) 
         return {}
 
 
+def _shared_columns(con: duckdb.DuckDBPyConnection, parquet: str | None, duck: str | None) -> str:
+    """The columns both copies hold, in the Parquet files' order, as a select list ('*' where one copy
+    is missing or unreadable). An older dataset's DuckDB copy is shown with the columns later formats
+    added (null, tracekit.store.migrations): its Parquet files, written before, lack them."""
+    import duckdb
+
+    if parquet is None or duck is None:
+        return "*"
+    try:
+        theirs = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {parquet}").fetchall()]
+        ours = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {duck}").fetchall()}
+    except duckdb.Error:
+        return "*"  # the count says which copy cannot be read
+    shared = [connect.ident(name) for name in theirs if name in ours]
+    return ", ".join(shared) if shared else "*"
+
+
 def _count_and_hash(
-    con: duckdb.DuckDBPyConnection, source: str, verdict: Verdict, table: str
+    con: duckdb.DuckDBPyConnection, source: str, columns: str, verdict: Verdict, table: str
 ) -> tuple[int, int] | None:
     import duckdb
 
     try:
-        found = con.execute(f"SELECT count(*), coalesce(bit_xor(hash(t)), 0) FROM {source} t").fetchone()
+        found = con.execute(
+            f"SELECT count(*), coalesce(bit_xor(hash(t)), 0) FROM (SELECT {columns} FROM {source}) t"
+        ).fetchone()
     except duckdb.Error as exc:
         copy = "the Parquet files" if source.startswith("read_parquet") else "the DuckDB file"
         verdict.problems.append(f"{table}: {copy} cannot be read ({connect.first_line(exc)})")
