@@ -19,8 +19,9 @@ steps someone chose to profile; the two overlap where the profiler was on. The r
 * An entry outside every trace of its rank stays a row of its own (`source = 'flight_recorder'`):
   the log is the only record of it (the steps before and after the profiled ones).
 * A trace that gives neither a clock nor sequence ids (an execution trace alone, a Kineto trace
-  without baseTimeNanoseconds) cannot place the entries: the trace's rows stand, the log's rows of
-  that rank are dropped, and the log's `traces.warnings` says how many.
+  without baseTimeNanoseconds) cannot place the entries, nor can a trace's clock place an entry of
+  no time (an NCCL INFO log's lines carry none) unless its group and sequence id do: the trace's
+  rows stand, the log's rows of that rank are dropped, and the log's `traces.warnings` says how many.
 
 So counting a job's collectives never counts one twice, whatever sources of a rank it holds.
 """
@@ -97,7 +98,7 @@ def link_logs(
     notes = {
         trace_id: (
             f"{count:,} entr{'y' if count == 1 else 'ies'} not counted: a trace of the same rank records the rank's "
-            "collectives but neither a wall clock nor sequence ids to tell which of them it holds"
+            "collectives but neither a wall clock nor sequence ids tell which of them it holds"
         )
         for trace_id, count in unplaced.items()
     }
@@ -167,9 +168,10 @@ def _covered(
 ) -> bool | None:
     """Whether a trace of the rank holds the entry; None when no trace can tell. The clock decides
     first: sequence ids start again with every run, times do not."""
-    if windows:
-        start = entry.get("start_us")
-        return start is not None and any(low <= start <= high for low, high in windows)
+    start = entry.get("start_us")
+    if windows and start is not None:
+        return any(low <= start <= high for low, high in windows)
+    # An entry with no time (an NCCL log's lines carry none) is placed by its sequence id, or not at all.
     seq_range = seqs.get((entry.get("pg_name"), entry["comm_type"] in _P2P))
     if seq_range is not None and entry.get("seq") is not None:
         return seq_range[0] <= entry["seq"] <= seq_range[1]
