@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -192,13 +193,41 @@ def test_a_long_line_and_zero_bytes_are_warnings_and_the_rest_is_read() -> None:
 def test_a_gzipped_log_of_many_megabytes_streams(tmp_path: Path) -> None:
     line = _coll("AllReduce", count="7382228")
     path = tmp_path / "big.nccl.log.gz"
-    lines = 100_000
+    lines = 20_000
     with gzip.open(path, "wt") as out:
         out.write(WORLD)
         for _ in range(lines):
             out.write(line)
     meta, rows = _file(path)
     assert len(rows) == lines and meta.rank == 0 and rows[-1]["op_id"] == lines + 1
+
+
+def test_a_log_is_streamed_not_read_whole(tmp_path: Path) -> None:
+    """16 MB of lines (gzipped on disk) are read in memory bounded by a line and a batch of rows."""
+    path = tmp_path / "long.nccl.log.gz"
+    channel = P + "Channel 00/02 :    0   1   2   3" + " " * 160 + "\n"
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        out.write(WORLD)
+        for _ in range((16 << 20) // len(channel)):
+            out.write(channel)
+        out.write(_coll("AllReduce"))
+
+    class Rows:
+        def __init__(self) -> None:
+            self.rows = 0
+
+        def write(self, table: str, batch: Any) -> None:
+            self.rows += batch.num_rows
+
+    sink = Rows()
+    tracemalloc.start()
+    try:
+        meta = parse(FileSource(path, str(path)), sink)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sink.rows == 1 and meta.rank == 0
+    assert peak < 8 << 20, f"{peak:,} bytes at the peak"
 
 
 # ------------------------------------------------------------------------------------- ingest

@@ -68,12 +68,13 @@ from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.names import comm_type_of, dtype_bytes
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_group
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
-from tracekit.parsers.common.values import COUNT, INT64, MAX_RANKS, RANK, SIZE, Checker
+from tracekit.parsers.common.values import COUNT, INT64, MAX_RANKS, RANK, SIZE, Bound, Checker
 
 FORMAT = "nccl_log"
 SOURCE = "nccl_log"
 MAX_LINE = 1 << 16  # bytes of a line read at most (a COLL line is about 220)
 MAX_COMMS = 1 << 16  # communicators kept per file; lines of more are counted, not kept
+MAX_NAMES = 256  # op names remembered (their comm_type, or counted as no collective)
 _CHUNK = 1 << 20
 
 _PREFIX = re.compile(
@@ -93,19 +94,19 @@ _INIT = re.compile(
 _VERSION = re.compile(r"NCCL version (\S{1,64})")
 
 # ncclDataType_t (NVIDIA/nccl src/nccl.h.in) as c10 ScalarType names.
-DATATYPES: dict[int, str] = {
-    0: "Char",
-    1: "Byte",
-    2: "Int",
-    3: "UInt32",
-    4: "Long",
-    5: "UInt64",
-    6: "Half",
-    7: "Float",
-    8: "Double",
-    9: "BFloat16",
-    10: "Float8_e4m3fn",
-    11: "Float8_e5m2",
+DATATYPES: dict[str, str] = {
+    "0": "Char",
+    "1": "Byte",
+    "2": "Int",
+    "3": "UInt32",
+    "4": "Long",
+    "5": "UInt64",
+    "6": "Half",
+    "7": "Float",
+    "8": "Double",
+    "9": "BFloat16",
+    "10": "Float8_e4m3fn",
+    "11": "Float8_e5m2",
 }
 _TIMES_NRANKS_IN = frozenset(("REDUCE_SCATTER", "ALL_TO_ALL", "SCATTER"))
 _TIMES_NRANKS_OUT = frozenset(("ALL_GATHER", "ALL_TO_ALL", "GATHER"))
@@ -142,6 +143,7 @@ class _Log:
     chosen: Member | None = None  # the rank whose rows the file gives
     others: dict[Member, int] = field(default_factory=dict)  # COLL lines of other ranks
     not_collectives: dict[str, int] = field(default_factory=dict)
+    comm_types: dict[str, str | None] = field(default_factory=dict)  # op name -> comm_type (None: no collective)
     shared_opcount: int = 0
     last_opcount: dict[str, int] = field(default_factory=dict)  # pg_name -> last opCount
     nccl_lines: int = 0
@@ -267,17 +269,23 @@ def _collective(log: _Log, m: re.Match[str], process: Process, device: int, numb
         log.others[member] = log.others.get(member, 0) + 1
         return None
     op = m["op"]
-    comm_type = comm_type_of(op)
+    if op in log.comm_types:
+        comm_type = log.comm_types[op]
+    else:
+        comm_type = comm_type_of(op)
+        if len(log.comm_types) < MAX_NAMES:
+            log.comm_types[op] = comm_type
     if comm_type is None:
-        log.not_collectives[op] = log.not_collectives.get(op, 0) + 1
+        if op in log.not_collectives or len(log.not_collectives) < MAX_NAMES:
+            log.not_collectives[op] = log.not_collectives.get(op, 0) + 1
         return None
-    count = check.integer(m["count"], "count", COUNT, where)
-    nranks = check.integer(m["nranks"], "nranks", SIZE, where)
-    code = check.integer(m["dtype"], "datatype", INT64, where)
-    dtype = DATATYPES.get(code) if code is not None else None
-    if code is not None and dtype is None:
+    count = _number(check, m["count"], "count", COUNT, where)
+    nranks = _number(check, m["nranks"], "nranks", SIZE, where)
+    code = m["dtype"]
+    dtype = DATATYPES.get(code)
+    if dtype is None:
         check.note("datatype", "is no ncclDataType_t this reader knows", code, where)
-    seq = check.integer(int(m["opcount"], 16), "opCount", INT64, where)
+    seq = _number(check, m["opcount"], "opCount", INT64, where, 16)
     if comm is not None and comm.nranks is None and nranks is not None:
         comm.nranks = nranks
         log.version_of_comms += 1
@@ -309,12 +317,21 @@ def _collective(log: _Log, m: re.Match[str], process: Process, device: int, numb
         is_uneven=False,
     )
     if comm_type in PEER_TYPES:
-        local = check.integer(m["root"], "root (peer)", RANK, where)
+        local = _number(check, m["root"], "root (peer)", RANK, where)
         peer, guessed = peer_in_group(local, _known_ranks(log, comm))
         row.peer = peer
         if guessed:
             row.inferred = ["peer"]
     return row
+
+
+def _number(check: Checker, text: str, field: str, bound: Bound, where: str, base: int = 10) -> int | None:
+    """A number the line's pattern read (at most 40 digits), within `bound`, else None with a warning."""
+    value = int(text, base)
+    if bound.low <= value <= bound.high:
+        return value
+    check.note(field, f"is out of bounds [{bound.low}, {bound.high}]", text, where)
+    return None
 
 
 def _elements(comm_type: str, count: int | None, nranks: int | None) -> tuple[int | None, int | None]:
