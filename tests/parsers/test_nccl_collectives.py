@@ -252,6 +252,21 @@ def test_a_job_of_rank_logs_ingests_with_its_ranks_groups_and_missing_ranks(tmp_
     assert counts == [(0, 7), (1, 7), (3, 7)]
 
 
+def test_collectives_that_share_an_opcount_are_each_a_row_of_the_job(tmp_path: Path) -> None:
+    """NCCL 2.27+ prints opCount 0 on a single node: equal lines are still distinct collectives."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank in (0, 1):
+        world = WORLD.replace("rank 0 nRanks 4", f"rank {rank} nRanks 2").replace("4101:4180", f"410{rank}:4180")
+        coll = _coll("AllReduce", nranks="2").replace("4101:4101", f"410{rank}:4101")
+        (job / f"rank{rank}.nccl.log").write_text(world + coll * 5)
+    report = ingest([job], tmp_path / "ds", workers=1)
+    assert report.ok, report.errors
+    with tracekit.open(tmp_path / "ds") as ds:
+        counts = ds.sql("select rank, count(*) from collectives group by 1 order by 1").fetchall()
+    assert counts == [(0, 5), (1, 5)]
+
+
 def test_a_log_beside_a_profiler_trace_of_its_rank_is_not_counted_twice(tmp_path: Path) -> None:
     """The log's lines carry no time: the trace's rows stand, the log's are dropped, and it says so."""
     job = tmp_path / "job"

@@ -5,7 +5,8 @@ A Flight Recorder dump holds the last entries the rank recorded, a profiler or e
 steps someone chose to profile; the two overlap where the profiler was on. The rule, per rank:
 
 * Entries of the same rank read from several logs (the pickle and the JSON of one dump, two dumps
-  of one run) are one: the same group, sequence id, type, size and creation time.
+  of one run) are one: the same group, sequence id, type, size and creation time (entries of no
+  time, an NCCL log's, are each their own).
 * A log entry is covered by a trace of its rank when it was recorded while the trace was: its time
   (wall clock) lies between the trace's first event (traces.started_at) and the end of its last
   collective (the trace's times put on the wall clock by the trace's `epoch_offset_us`: Kineto's
@@ -111,13 +112,16 @@ def _one_per_entry(entries: pl.DataFrame, order: list[str]) -> pl.DataFrame:
 
     if entries.is_empty():
         return entries
-    rank_known = entries.filter(pl.col("rank").is_not_null())
+    # Two entries are one only when their creation times agree too: an entry of no time (an NCCL log's
+    # line) is its own, however many equal lines precede it (opCount is 0 on one node from NCCL 2.27).
+    rank_known = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_not_null())
+    untimed = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_null())
     first = {trace_id: i for i, trace_id in enumerate(order)}
     ordered = rank_known.with_columns(
         pl.col("trace_id").replace_strict(first, default=len(order), return_dtype=pl.Int64).alias("_log")
     ).sort("_log", "op_id")
     unique = ordered.unique(subset=list(_ENTRY_KEY), keep="first", maintain_order=True).drop("_log")
-    return pl.concat([unique, entries.filter(pl.col("rank").is_null())], how="vertical")
+    return pl.concat([unique, untimed, entries.filter(pl.col("rank").is_null())], how="vertical")
 
 
 def _timing_trace(row: Mapping[str, Any]) -> str:
