@@ -6,14 +6,14 @@ prefix `host:pid:tid [cudaDev] NCCL INFO ` that debug.cc prints (anything before
 
 * with `NCCL_DEBUG_SUBSYS=COLL` (or ALL), enqueue.cc's line per collective the process enqueued:
   `%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d]
-  stream %p` (`%zi` before 2.23; RCCL appends ` task %d globalrank %d`, globalrank being the
+  stream %p` (`%zi` before 2.22; RCCL appends ` task %d globalrank %d`, globalrank being the
   caller's rank in the communicator). Its name (`AllReduce`, `AllGather`, `ReduceScatter`,
   `Broadcast`, `Reduce`, `AlltoAll`, `Gather`, `Scatter`, `Send`, `Recv`) gives comm_type by the
   rulebook (tracekit.parsers.common.names); one that is no collective (PutSignal, Signal,
   WaitSignal: one-sided RMA, 2.28+) is counted in a warning;
 * init.cc's `comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d` (2.20+) and
   `[ncclCommInitRank|ncclCommSplit] comm %p rank %d nranks %d cudaDev %d [nvmlDev %d] busId %lx
-  [parent %p color %d key %d] [commId 0x%llx] - Init COMPLETE` (commId from 2.18): which rank of
+  [parent %p color %d key %d] [commId 0x%llx] - Init COMPLETE` (commId from 2.16): which rank of
   which communicator the process is, on which host and device;
 * `NCCL version %s` (init.cc): traces.schema_version.
 
