@@ -252,6 +252,19 @@ def test_a_job_of_rank_logs_ingests_with_its_ranks_groups_and_missing_ranks(tmp_
     assert counts == [(0, 7), (1, 7), (3, 7)]
 
 
+def test_an_interleaved_log_alone_is_its_lowest_rank_and_the_others_are_missing(tmp_path: Path) -> None:
+    job = tmp_path / "node-a"
+    job.mkdir()
+    shutil.copy(FIXTURES / "interleaved" / "node-a.nccl.log", job / "stderr.rccl.txt")  # found by its name
+    shutil.copy(FIXTURES / "real" / "torchtitan-1369.log", job / "train.log")  # no such name: not looked for
+    report = ingest([job], tmp_path / "ds", workers=1)
+    assert report.ok, report.errors
+    assert report.missing == ["job node-a: ranks 1–3 of 4 missing"]
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select count(*), min(rank) from collectives").fetchall() == [(7, 0)]
+        assert ds.sql("select count(*) from traces").fetchall() == [(1,)]
+
+
 def test_collectives_that_share_an_opcount_are_each_a_row_of_the_job(tmp_path: Path) -> None:
     """NCCL 2.27+ prints opCount 0 on a single node: equal lines are still distinct collectives."""
     job = tmp_path / "job"

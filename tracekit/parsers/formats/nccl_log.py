@@ -39,6 +39,6 @@ PARSER = Parser(
     suffixes=(".nccl.log",),
     role="log",
     parse=parse,
-    # Logs are named by whoever redirected stderr: any name with `nccl` in it ending .log/.txt/.out.
-    names=r"(?i)nccl[^/]*\.(?:log|txt|out)\Z",
+    # Logs are named by whoever redirected stderr: any name with `nccl` or `rccl` in it ending .log, .txt or .out.
+    names=r"(?i)[nr]ccl[^/]*\.(?:log|txt|out)\Z",
 )
