@@ -65,7 +65,7 @@ from typing import IO
 
 from tracekit.parsers.base import BatchSink, ProcessGroup, Source, TraceError, TraceMeta
 from tracekit.parsers.common.finish import finished
-from tracekit.parsers.common.names import comm_type_of, dtype_bytes
+from tracekit.parsers.common.names import comm_type_of, times
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_group
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
 from tracekit.parsers.common.values import COUNT, INT64, MAX_RANKS, RANK, SIZE, Bound, Checker
@@ -300,7 +300,6 @@ def _collective(log: _Log, m: re.Match[str], process: Process, device: int, numb
             log.shared_opcount += 1
         log.last_opcount[pg_name] = seq
     in_elems, out_elems = _elements(comm_type, count, nranks)
-    width = dtype_bytes(dtype)
     row = CollectiveRow(
         op_id=number,
         comm_type=comm_type,
@@ -311,8 +310,8 @@ def _collective(log: _Log, m: re.Match[str], process: Process, device: int, numb
         dtype=dtype,
         in_elems=in_elems,
         out_elems=out_elems,
-        in_bytes=in_elems * width if in_elems is not None and width is not None else None,
-        out_bytes=out_elems * width if out_elems is not None and width is not None else None,
+        in_bytes=times(in_elems, dtype),
+        out_bytes=times(out_elems, dtype),
         seq=seq,
         is_uneven=False,
     )
