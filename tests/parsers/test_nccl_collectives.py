@@ -155,6 +155,20 @@ def test_newer_and_rccl_spellings() -> None:
     assert any("share their opCount" in w.message for w in meta.warnings)  # AlltoAll and Gather: opCount 0
 
 
+def test_a_communicator_at_the_pointer_of_a_destroyed_one_is_a_new_one() -> None:
+    def init(rank: int, nranks: int, comm_id: str) -> str:
+        return (
+            f"{P}comm 0x1000 rank {rank} nRanks {nranks} nNodes 1 localRanks {nranks} localRank {rank} MNNVL 0\n"
+            f"{P}ncclCommInitRank comm 0x1000 rank {rank} nranks {nranks} cudaDev 0 nvmlDev 0 busId 18000 "
+            f"commId {comm_id} - Init COMPLETE\n"
+        )
+
+    meta, rows = read(init(0, 4, "0xaaaa") + _coll("AllReduce") + init(1, 2, "0xbbbb") + _coll("AllReduce", nranks="2"))
+    assert [(r["pg_name"], r["group_size"]) for r in rows] == [("commId 0xaaaa", 4), ("commId 0xbbbb", 2)]
+    assert [(g.pg_name, g.group_size) for g in meta.process_groups] == [("commId 0xaaaa", 4), ("commId 0xbbbb", 2)]
+    assert (meta.rank, meta.world_size, meta.warnings) == (0, 4, [])
+
+
 def test_bad_values_are_null_with_a_warning_naming_the_line_and_never_size_anything() -> None:
     text = (
         WORLD

@@ -123,6 +123,7 @@ class _Comm:
     rank: int | None = None
     device: int | None = None
     comm_id: str | None = None
+    complete: bool = False  # its Init COMPLETE line was read: a later init line at its pointer is a new one
 
     @property
     def member(self) -> Member | None:
@@ -139,6 +140,7 @@ class _Log:
 
     checker: Checker
     comms: dict[tuple[str, str, str], _Comm] = field(default_factory=dict)  # (host, pid, pointer) -> comm
+    retired: list[_Comm] = field(default_factory=list)  # destroyed: their pointer was taken by a later one
     version: str | None = None
     chosen: Member | None = None  # the rank whose rows the file gives
     others: dict[Member, int] = field(default_factory=dict)  # COLL lines of other ranks
@@ -230,6 +232,7 @@ def _line(log: _Log, found: re.Match[str], number: int) -> CollectiveRow | None:
             comm.device = log.checker.integer(m[4], "cudaDev", RANK, where)
             if m[5] is not None:
                 comm.comm_id = m[5].lower()
+            comm.complete = True
             log.first = log.first or comm.member
         return None
     if log.version is None and (v := _VERSION.search(msg)):
@@ -238,12 +241,23 @@ def _line(log: _Log, found: re.Match[str], number: int) -> CollectiveRow | None:
 
 
 def _comm(log: _Log, process: Process, pointer: str) -> _Comm | None:
+    """The communicator an init line names: a new one where the pointer's last one completed its
+    init (NCCL reuses the memory of a destroyed communicator)."""
     key = (*process, pointer.lower())
     comm = log.comms.get(key)
-    if comm is None and len(log.comms) < MAX_COMMS:
+    if comm is not None and comm.complete:
+        if len(log.comms) + len(log.retired) >= MAX_COMMS:
+            return None
+        log.retired.append(comm)
+        comm = None
+    if comm is None and len(log.comms) + len(log.retired) < MAX_COMMS:
         comm = log.comms[key] = _Comm(pointer.lower(), process)
     log.version_of_comms += 1
     return comm
+
+
+def _every_comm(log: _Log) -> list[_Comm]:
+    return [*log.retired, *log.comms.values()]
 
 
 def _set(log: _Log, comm: _Comm, name: str, value: int | None, where: str) -> None:
@@ -366,7 +380,7 @@ def _all_members(log: _Log) -> dict[str, list[int]]:
     ranks = _global_ranks(log)
     by_name: dict[str, dict[int, int]] = {}
     sizes: dict[str, int] = {}
-    for comm in log.comms.values():
+    for comm in _every_comm(log):
         member = comm.member
         if comm.rank is None or comm.nranks is None or member is None or member not in ranks:
             continue
@@ -389,7 +403,7 @@ def _lowest_rank(log: _Log) -> Member | None:
 def _global_ranks(log: _Log) -> dict[Member, int]:
     """Each rank's global rank: its rank in the largest communicator it belongs to (the first so large)."""
     best: dict[Member, tuple[int, int]] = {}
-    for comm in log.comms.values():
+    for comm in _every_comm(log):
         member = comm.member
         if member is None or comm.rank is None or comm.nranks is None:
             continue
@@ -401,14 +415,14 @@ def _global_ranks(log: _Log) -> dict[Member, int]:
 def _finish(log: _Log, meta: TraceMeta) -> None:
     meta.schema_version = log.version
     meta.node_count = log.rows
-    sizes = [c.nranks for c in log.comms.values() if c.nranks is not None]
+    sizes = [c.nranks for c in _every_comm(log) if c.nranks is not None]
     meta.world_size = max(sizes) if sizes else None
     ranks = _global_ranks(log)
     chosen = log.chosen or _lowest_rank(log) or log.first
     meta.rank = ranks.get(chosen) if chosen is not None else None
     members = _members(log)
     groups: dict[str, ProcessGroup] = {}
-    for comm in log.comms.values():
+    for comm in _every_comm(log):
         own = comm.member == chosen or (comm.member is None and chosen is not None and comm.process == chosen[:2])
         if comm.nranks is None or not (own or comm.name in members):
             continue  # another rank's communicator, known to this file only by its pointer
@@ -436,7 +450,7 @@ def _finish(log: _Log, meta: TraceMeta) -> None:
         meta.warn("no collective line (COLL lines are printed with NCCL_DEBUG_SUBSYS=COLL or ALL): no rows")
     if meta.rank is None and log.rows:
         meta.warn("no 'comm ... rank ... nRanks' or 'Init COMPLETE' line names the rank of the collectives' process")
-    if len(log.comms) >= MAX_COMMS:
+    if len(log.comms) + len(log.retired) >= MAX_COMMS:
         meta.warn(f"more than {MAX_COMMS:,} communicators: the lines of the others not read")
 
 
