@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from tracekit.parsers.formats import Parser
@@ -13,14 +12,40 @@ if TYPE_CHECKING:
 
 # A line as NCCL's debug.cc prints it: `host:pid:tid [cudaDev] NCCL INFO ` (WARN lines name a source
 # file after the device), at the start of a line or after a launcher's tag (`[rank0]:`, Ray's
-# `(RayTrainWorker pid=615, ip=...) `), within the first bytes of the file.
-_LINE = re.compile(rb"(?:\A|\n)[^\n]{0,256}?[^\s:\[\]]+:\d{1,10}:\d{1,10} \[\d{1,6}\] NCCL (?:INFO|WARN) ")
+# `(RayTrainWorker pid=615, ip=...) `) of at most _TAG bytes, within the first bytes of the file.
+_MARK = b"] NCCL "
+_LEVELS = (b"INFO ", b"WARN ")
+_TAG = 512
+_TRIES = 64  # marks looked at, at most: every binary head is asked, so a sniff must cost little
 
 
 def sniff(head: bytes) -> bool:
-    found = _LINE.search(head)
-    # Text: a protobuf stream or a pickle holding such a string somewhere has zero bytes before it.
-    return found is not None and b"\0" not in head[: found.end()]
+    at = head.find(_MARK)
+    for _ in range(_TRIES):
+        if at < 0:
+            return False
+        if _prefixed(head, at):
+            # Text: a protobuf stream or a pickle holding such a string somewhere has zero bytes before it.
+            return b"\0" not in head[:at]
+        at = head.find(_MARK, at + 1)
+    return False
+
+
+def _prefixed(head: bytes, at: int) -> bool:
+    """Whether the mark at `at` ends `host:pid:tid [dev` and starts its line's first _TAG bytes (read
+    from the mark backwards, in time linear in the line)."""
+    if not head.startswith(_LEVELS, at + len(_MARK)):
+        return False
+    start = head.rfind(b"\n", max(0, at - _TAG), at) + 1
+    if start == 0 and at > _TAG:
+        return False
+    before, bracket, dev = head[start:at].rpartition(b" [")
+    if not bracket or not dev.isdigit() or len(dev) > 6:
+        return False
+    parts = before.rsplit(b" ", 1)[-1].rsplit(b":", 2)
+    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 10 for p in parts[1:]):
+        return False
+    return parts[0][-1:] not in (b"", b"[", b"]", b":")
 
 
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
