@@ -204,6 +204,14 @@ def test_a_long_line_and_zero_bytes_are_warnings_and_the_rest_is_read() -> None:
     assert [r["comm_type"] for r in rows] == ["ALL_REDUCE"] and any("zero bytes" in w.message for w in meta.warnings)
 
 
+def test_a_line_that_almost_has_the_prefix_costs_time_linear_in_it() -> None:
+    """A host-like run of 64 KiB before ' [0] NCCL INFO ' once cost a search quadratic in it (3 minutes)."""
+    text = WORLD + ("x" * (MAX_LINE - 40) + " [0] NCCL INFO x\n") * 3 + _coll("AllReduce")
+    started = time.process_time()
+    meta, rows = read(text)
+    assert time.process_time() - started < 1 and len(rows) == 1
+
+
 def test_a_gzipped_log_of_many_megabytes_streams(tmp_path: Path) -> None:
     line = _coll("AllReduce", count="7382228")
     path = tmp_path / "big.nccl.log.gz"

@@ -77,9 +77,8 @@ MAX_COMMS = 1 << 16  # communicators kept per file; lines of more are counted, n
 MAX_NAMES = 256  # op names remembered (their comm_type, or counted as no collective)
 _CHUNK = 1 << 20
 
-_PREFIX = re.compile(
-    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) \[(?P<dev>\d{1,6})\] NCCL INFO (?P<msg>.*)"
-)
+_MARK = "] NCCL INFO "
+_MARKS_TRIED = 4  # marks in one line looked at, at most
 _COLL = re.compile(
     r"(?P<op>[A-Za-z][A-Za-z0-9_]{0,40}): opCount (?P<opcount>[0-9a-fA-F]{1,32}) sendbuff \S{1,40} recvbuff \S{1,40} "
     r"count (?P<count>-?\d{1,40}) datatype (?P<dtype>-?\d{1,40}) op (?P<redop>-?\d{1,40}) root (?P<root>-?\d{1,40}) "
@@ -89,7 +88,7 @@ _COLL = re.compile(
 _COMM = re.compile(r"comm (0x[0-9a-fA-F]{1,32}) rank (\d{1,40}) nRanks (\d{1,40}) nNodes (\d{1,40})")
 _INIT = re.compile(
     r"comm (0x[0-9a-fA-F]{1,32}) rank (\d{1,40}) nranks (\d{1,40}) cudaDev (\d{1,40})"
-    r".*?(?: commId (0x[0-9a-fA-F]{1,32}))? - Init COMPLETE"
+    r"[^\n]{0,240}?(?: commId (0x[0-9a-fA-F]{1,32}))? - Init COMPLETE"
 )
 _VERSION = re.compile(r"NCCL version (\S{1,64})")
 
@@ -167,7 +166,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
                 if log.version is None and (bare := _VERSION.match(line)):  # rank 0's, printed bare
                     log.version = bare[1]
                 continue
-            found = _PREFIX.search(line)
+            found = _prefix(line)
             if found is None:
                 continue
             log.nccl_lines += 1
@@ -208,11 +207,39 @@ def _lines(stream: IO[bytes], meta: TraceMeta) -> Iterator[tuple[int, str]]:
         meta.warn(f"{long_lines:,} lines longer than {MAX_LINE:,} bytes: only their first {MAX_LINE:,} read")
 
 
-def _line(log: _Log, found: re.Match[str], number: int) -> CollectiveRow | None:
-    msg = found["msg"]
-    process = (found["host"], found["pid"])
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    host: str
+    pid: str
+    dev: int
+    msg: str
+
+
+def _prefix(line: str) -> _Prefix | None:
+    """`host:pid:tid [dev] NCCL INFO msg` read from its mark backwards: in time linear in the line,
+    whatever precedes the mark (a regular expression searching for the host took time quadratic in a
+    long run of host-like characters)."""
+    at = line.find(_MARK)
+    for _ in range(_MARKS_TRIED):
+        if at < 0:
+            return None
+        before, bracket, dev = line[:at].rpartition(" [")
+        if bracket and dev.isascii() and dev.isdigit() and len(dev) <= 6:
+            parts = before.rsplit(None, 1)[-1:] or [""]
+            fields = parts[0].rsplit(":", 2)
+            if len(fields) == 3 and all(f.isascii() and f.isdigit() and len(f) <= 10 for f in fields[1:]):
+                host = fields[0][max(fields[0].rfind(c) for c in ":[]") + 1 :]
+                if host:
+                    return _Prefix(host, fields[1], int(dev), line[at + len(_MARK) :].rstrip("\n"))
+        at = line.find(_MARK, at + 1)
+    return None
+
+
+def _line(log: _Log, found: _Prefix, number: int) -> CollectiveRow | None:
+    msg = found.msg
+    process = (found.host, found.pid)
     if m := _COLL.match(msg):
-        return _collective(log, m, process, int(found["dev"]), number)
+        return _collective(log, m, process, found.dev, number)
     if m := _COMM.search(msg):
         comm = _comm(log, process, m[1])
         if comm is not None:
@@ -220,10 +247,10 @@ def _line(log: _Log, found: re.Match[str], number: int) -> CollectiveRow | None:
             _set(log, comm, "rank", log.checker.integer(m[2], "rank", RANK, where), where)
             _set(log, comm, "nranks", log.checker.integer(m[3], "nRanks", SIZE, where), where)
             if comm.device is None:
-                comm.device = int(found["dev"])
+                comm.device = found.dev
             log.first = log.first or comm.member
         return None
-    if m := _INIT.search(msg):
+    if " - Init COMPLETE" in msg and (m := _INIT.search(msg)):
         comm = _comm(log, process, m[1])
         if comm is not None:
             where = f"line {number}"
