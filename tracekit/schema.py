@@ -183,6 +183,16 @@ Conventions:
   entry, typed by its `state`; `process_groups` from `pg_config`; the rank from the file name
   (`nccl_trace_rank_3`: the dump names none). An entry a trace of the same rank holds is counted
   as that trace's row (tracekit/ingest/logs.py).
+- An **NCCL INFO log** (`NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL`, `traces.format = 'nccl_log'`)
+  gives a `collectives` row per `<Op>: opCount ... count ... datatype ... comm ... [nranks=N]` line
+  of its rank (`source = 'nccl_log'`, op_id its line number): comm_type from the op name, dtype
+  from NCCL's datatype number, elements from NCCL's per-rank count (all-gather: count in, count x
+  nranks out; reduce-scatter: count x nranks in, count out; all-to-all: count x nranks both; the
+  others count), seq from opCount (shared by the collectives of one NCCL group, and 0 on one node
+  from NCCL 2.27), pg_name the communicator's `commId` (its Init COMPLETE line; else host:pid:pointer),
+  group_size from nranks, peer from a send's or recv's root; `process_groups` from the `comm ...
+  rank ... nRanks` and `Init COMPLETE` lines, the rank its rank in its largest communicator, the
+  world size that communicator's. No times: beside a trace of the same rank its rows are not counted.
 - Times are microseconds on the trace's own clock (a Flight Recorder's is the wall clock, µs since
   the Unix epoch); timestamps are UTC.
 """

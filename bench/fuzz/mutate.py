@@ -1,4 +1,4 @@
-"""Mutation operators: bytes for every format, structure for JSON documents and Chakra records.
+"""Mutation operators: bytes for every format, structure for JSON documents, Chakra records and log lines.
 
 `mutate(seed, corpus, rng)` applies one to three operators and returns the bytes, the file name to
 parse them under, and the list of steps taken (saved with any finding so it can be replayed).
@@ -10,6 +10,7 @@ import copy
 import gzip
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,8 @@ def mutate(seed: Seed, corpus: list[Seed], rng: random.Random) -> Mutant:
             operators += [_json_stream] * (2 * len(_BYTE_OPS))
         elif seed.format == "chakra_et":
             operators += [_et_records] * (2 * len(_BYTE_OPS))
+        elif seed.format == "nccl_log":
+            operators += [_log_lines] * (2 * len(_BYTE_OPS))
         op = rng.choice(operators)
         data = op(mutant.data, rng, mutant.steps, corpus)
         if len(data) > MAX_INPUT_BYTES:  # see MAX_INPUT_BYTES: the step is undone
@@ -508,3 +511,58 @@ def _edit_node(payload: bytes, rng: random.Random, steps: list[str], index: int)
         return node.SerializeToString()
     except (ValueError, TypeError, OverflowError):
         return payload
+
+
+# ---------------------------------------------------------------------------------- log lines
+
+# What an NCCL INFO line's numbers are set to: the bounds of every field (ranks, nranks, counts,
+# opCounts, datatypes, devices, pids) and past them.
+_LOG_VALUES = (
+    *("0", "-1", "1", "99", "1048575", "1048576"),
+    *(str(1 << 62), str(1 << 63), str(1 << 64), "9" * 40, "9" * 400),
+)
+_LOG_NUMBER = re.compile(rb"(?<![0-9A-Za-z])(?:0x)?[0-9a-f]+(?![0-9A-Za-z])")
+_LOG_OPS = (b"AllReduce", b"AllGather", b"ReduceScatter", b"AlltoAll", b"Send", b"Recv", b"Gather", b"PutSignal", b"X")
+
+
+def _log_lines(data: bytes, rng: random.Random, steps: list[str], _c: list[Seed]) -> bytes:
+    """A line of the log edited: a number set to a bound or past it, an op renamed, the line repeated,
+    moved, dropped or cut, or the line of another process (its prefix) given to it."""
+    lines = data.split(b"\n")
+    if not lines:
+        return data
+    i = rng.randrange(len(lines))
+    line = lines[i]
+    roll = rng.random()
+    numbers = list(_LOG_NUMBER.finditer(line))
+    if roll < 0.45 and numbers:
+        m = rng.choice(numbers)
+        value = rng.choice(_LOG_VALUES).encode()
+        if m.group().startswith(b"0x"):
+            value = b"0x" + (b"f" * rng.choice((1, 16, 17, 40)))
+        lines[i] = line[: m.start()] + value + line[m.end() :]
+        steps.append(f"log: line {i + 1} number {m.group()[:20]!r} -> {value[:20]!r}")
+    elif roll < 0.6:
+        op = rng.choice(_LOG_OPS)
+        lines[i] = re.sub(rb"NCCL INFO [A-Za-z]+:", b"NCCL INFO " + op + b":", line, count=1)
+        steps.append(f"log: line {i + 1} op -> {op.decode()}")
+    elif roll < 0.75:
+        copies = _copies(rng.choice((2, 100, 1_000, 10_000)), len(line) + 1, len(data))
+        lines[i : i + 1] = [line] * copies
+        steps.append(f"log: line {i + 1} x{copies}")
+    elif roll < 0.85:
+        j = rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+        steps.append(f"log: lines {i + 1} and {j + 1} swapped")
+    elif roll < 0.92:
+        cut = rng.randrange(len(line) + 1)
+        lines[i] = line[:cut]
+        steps.append(f"log: line {i + 1} cut at {cut}")
+    else:
+        other = lines[rng.randrange(len(lines))]
+        prefix, sep, _ = other.partition(b" NCCL INFO ")
+        rest = line.partition(b" NCCL INFO ")[2]
+        if sep and rest:
+            lines[i] = prefix + sep + rest
+        steps.append(f"log: line {i + 1} given another line's prefix")
+    return b"\n".join(lines)

@@ -45,3 +45,17 @@ def test_values_past_the_bounds_are_warnings_naming_the_line() -> None:
     log = parse_nccl_log(text, "x.log")
     assert [w.split(": ", 2)[1] for w in log.warnings] == ["line 2", "line 3"]
     assert log.comms[0].rings == {}
+
+
+def test_a_split_communicators_init_line_gives_its_comm_id() -> None:
+    """ncclCommSplit's Init COMPLETE line (NCCL 2.21+, src/init.cc) names the parent, color and key
+    before the commId: the rank files of one split join by it as ncclCommInitRank's do."""
+    text = "".join(
+        f"node-{r}:40{r}:41{r} [0] NCCL INFO ncclCommSplit comm 0x55d0c3f4e0a0 rank {r} nranks 2 cudaDev 0 "
+        f"nvmlDev 0 busId 18000 parent 0x55d0c1a2b0c0 color 0 key {r} commId 0x2f6b8e0d4c1a9375 - Init COMPLETE\n"
+        for r in (0, 1)
+    )
+    log = parse_nccl_log(text, "split.log")
+    assert not log.warnings
+    found = [(c.key, c.nranks, c.host_of) for c in log.comms]
+    assert found == [("id:0x2f6b8e0d4c1a9375", 2, {0: "node-0", 1: "node-1"})]

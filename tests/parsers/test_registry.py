@@ -73,15 +73,16 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     sys.modules.pop("tracekit.parsers.formats.toy", None)
 
 
-def test_the_registry_holds_the_five_formats_with_todays_sniff_order() -> None:
-    assert set(format_names()) == {"chakra_et", "chakra_json", "flight_recorder", "kineto", "pytorch_et"}
+def test_the_registry_holds_the_six_formats_with_todays_sniff_order() -> None:
+    assert set(format_names()) == {"chakra_et", "chakra_json", "flight_recorder", "kineto", "nccl_log", "pytorch_et"}
     assert [p.name for p in sniff_order("json")] == ["kineto", "flight_recorder", "chakra_json", "pytorch_et"]
-    assert [p.name for p in sniff_order("binary")] == ["chakra_et", "flight_recorder"]
+    assert [p.name for p in sniff_order("binary")] == ["nccl_log", "chakra_et", "flight_recorder"]
     assert {name: role_of(name) for name in format_names()} == {
         "chakra_et": "graph",
         "chakra_json": "graph",
         "flight_recorder": "log",
         "kineto": "device",
+        "nccl_log": "log",
         "pytorch_et": "host",
     }
     assert role_of(None) is None and role_of("no such format") is None
@@ -90,8 +91,9 @@ def test_the_registry_holds_the_five_formats_with_todays_sniff_order() -> None:
 
 def test_a_toy_format_module_is_discovered_detected_and_parsed(toy: None) -> None:
     assert "toy" in format_names() and parser_for("toy").role == "host" and role_of("toy") == "host"
-    # Its priority puts its rule before Chakra ET's; JSON heads are never asked of it.
-    assert [p.name for p in sniff_order("binary")] == ["toy", "chakra_et", "flight_recorder"]
+    # Its priority puts its rule before Chakra ET's (after the NCCL log's, of the same priority, by name); JSON
+    # heads are never asked of it.
+    assert [p.name for p in sniff_order("binary")] == ["nccl_log", "toy", "chakra_et", "flight_recorder"]
     assert detect_format(b"TOYTRACE\nmatmul 3\n", "x") == "toy"
     assert detect_format(b'{"traceEvents": []}', "x.toy") == "kineto"
     # A binary head no rule takes is the format its name ends with.

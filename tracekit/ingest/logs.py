@@ -5,7 +5,8 @@ A Flight Recorder dump holds the last entries the rank recorded, a profiler or e
 steps someone chose to profile; the two overlap where the profiler was on. The rule, per rank:
 
 * Entries of the same rank read from several logs (the pickle and the JSON of one dump, two dumps
-  of one run) are one: the same group, sequence id, type, size and creation time.
+  of one run) are one: the same group, sequence id, type, size and creation time (entries of no
+  time, an NCCL log's, are each their own).
 * A log entry is covered by a trace of its rank when it was recorded while the trace was: its time
   (wall clock) lies between the trace's first event (traces.started_at) and the end of its last
   collective (the trace's times put on the wall clock by the trace's `epoch_offset_us`: Kineto's
@@ -19,8 +20,9 @@ steps someone chose to profile; the two overlap where the profiler was on. The r
 * An entry outside every trace of its rank stays a row of its own (`source = 'flight_recorder'`):
   the log is the only record of it (the steps before and after the profiled ones).
 * A trace that gives neither a clock nor sequence ids (an execution trace alone, a Kineto trace
-  without baseTimeNanoseconds) cannot place the entries: the trace's rows stand, the log's rows of
-  that rank are dropped, and the log's `traces.warnings` says how many.
+  without baseTimeNanoseconds) cannot place the entries, nor can a trace's clock place an entry of
+  no time (an NCCL INFO log's lines carry none) unless its group and sequence id do: the trace's
+  rows stand, the log's rows of that rank are dropped, and the log's `traces.warnings` says how many.
 
 So counting a job's collectives never counts one twice, whatever sources of a rank it holds.
 """
@@ -97,7 +99,7 @@ def link_logs(
     notes = {
         trace_id: (
             f"{count:,} entr{'y' if count == 1 else 'ies'} not counted: a trace of the same rank records the rank's "
-            "collectives but neither a wall clock nor sequence ids to tell which of them it holds"
+            "collectives but neither a wall clock nor sequence ids tell which of them it holds"
         )
         for trace_id, count in unplaced.items()
     }
@@ -110,13 +112,16 @@ def _one_per_entry(entries: pl.DataFrame, order: list[str]) -> pl.DataFrame:
 
     if entries.is_empty():
         return entries
-    rank_known = entries.filter(pl.col("rank").is_not_null())
+    # Two entries are one only when their creation times agree too: an entry of no time (an NCCL log's
+    # line) is its own, however many equal lines precede it (opCount is 0 on one node from NCCL 2.27).
+    rank_known = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_not_null())
+    untimed = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_null())
     first = {trace_id: i for i, trace_id in enumerate(order)}
     ordered = rank_known.with_columns(
         pl.col("trace_id").replace_strict(first, default=len(order), return_dtype=pl.Int64).alias("_log")
     ).sort("_log", "op_id")
     unique = ordered.unique(subset=list(_ENTRY_KEY), keep="first", maintain_order=True).drop("_log")
-    return pl.concat([unique, entries.filter(pl.col("rank").is_null())], how="vertical")
+    return pl.concat([unique, untimed, entries.filter(pl.col("rank").is_null())], how="vertical")
 
 
 def _timing_trace(row: Mapping[str, Any]) -> str:
@@ -167,9 +172,10 @@ def _covered(
 ) -> bool | None:
     """Whether a trace of the rank holds the entry; None when no trace can tell. The clock decides
     first: sequence ids start again with every run, times do not."""
-    if windows:
-        start = entry.get("start_us")
-        return start is not None and any(low <= start <= high for low, high in windows)
+    start = entry.get("start_us")
+    if windows and start is not None:
+        return any(low <= start <= high for low, high in windows)
+    # An entry with no time (an NCCL log's lines carry none) is placed by its sequence id, or not at all.
     seq_range = seqs.get((entry.get("pg_name"), entry["comm_type"] in _P2P))
     if seq_range is not None and entry.get("seq") is not None:
         return seq_range[0] <= entry["seq"] <= seq_range[1]

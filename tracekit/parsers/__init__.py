@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 # The format is told from this many first bytes (decompressed).
 SNIFF_BYTES = 1 << 16
+# A head starting with "[" is no JSON object: before it is refused as a JSON array, the sniff rules of
+# binary formats below this priority (text logs, whose lines a launcher tags `[rank0]:` or `[0] `) are
+# asked; Chakra ET's varint rule, which some JSON arrays meet, is not.
+TEXT_BEFORE_ARRAYS = 10
 
 
 def format_names() -> tuple[str, ...]:
@@ -121,6 +125,9 @@ def detect_format(head: bytes, name: str) -> str:
             raise TraceError("Chakra feeder JSON (workload_graph) is not a supported format", "byte 0")
         raise TraceError("JSON object of no known trace format", "byte 0")
     if stripped[:1] == b"[":
+        for parser in sniff_order("binary"):
+            if parser.priority < TEXT_BEFORE_ARRAYS and parser.sniff(head):
+                return parser.name
         raise TraceError("JSON array: not a known trace format (Chrome traces are read as objects)", "byte 0")
     binary = sniff_order("binary")
     for parser in binary:

@@ -6,7 +6,8 @@ spellings back to 2.7 are read too), each after the prefix `host:pid:tid [cudaDe
 
 * `comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d` (init.cc, 2.20+): a
   rank of a communicator, on this host;
-* `... comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init START|COMPLETE`:
+* `... comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx [parent %p color %d key %d] commId 0x%llx
+  - Init START|COMPLETE` (the parent, color and key on ncclCommSplit's, 2.21+):
   the communicator's id, the same on every rank (older logs print only this line, after the rings);
 * `Channel %02d/%02d : r r r ...` (rings.cc, printed by rank 0): channel c's ring from rank 0, in
   ranks of the communicator; NCCL cuts the line at 128 characters (`...`), so large rings come from
@@ -36,7 +37,7 @@ PREFIX = re.compile(r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>
 COMM = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 INIT = re.compile(
     r"comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlDev \d+)?(?: busId [0-9a-fA-F]+)?"
-    r"(?: commId (0x[0-9a-fA-F]+))? - Init (START|COMPLETE)"
+    r"(?: parent 0x[0-9a-fA-F]+ color -?\d+ key -?\d+)?(?: commId (0x[0-9a-fA-F]+))? - Init (START|COMPLETE)"
 )
 RING = re.compile(r"^Channel (\d+)/(\d+) :((?: +\d+)+)( *\.\.\.)? *$")
 RANK_RING = re.compile(r"^Ring (\d+) : (-?\d+) -> (\d+) -> (-?\d+)")
