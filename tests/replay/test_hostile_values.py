@@ -364,3 +364,12 @@ def test_the_fleets_bytes_per_class_sum_past_64_bits_exactly(tmp_path: Path) -> 
     per_job = 2000 * 2 * PIB  # a 2-rank ring all-reduce: each rank sends S
     assert table["jobs"].to_list() == [3]
     assert int(table["bytes"][0]) == 3 * per_job > (1 << 63)
+
+
+def test_a_peer_on_a_collective_that_is_no_send_or_recv_never_sizes_the_world(tmp_path: Path) -> None:
+    # Found by the dataset fuzzer (seed 2026, cases 437 and 620): a peer of 2^31 - 1 on an all-reduce
+    # row made the world 2^31 ranks; the replay took past 1 GiB and minutes.
+    rows = [_row("j", r, 0, "ALL_REDUCE", 1 << 20, group_size=4, peer=2**31 - 1 if r == 0 else None) for r in range(4)]
+    result = replay(_dataset(tmp_path / "ds", 4, rows), "j")
+    assert result.world_size == 4
+    assert result.flows.height > 0

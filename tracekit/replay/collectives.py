@@ -136,8 +136,12 @@ def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
 
 
 def _world_size(job: str, recorded: int | None, rows: pl.DataFrame, notes: list[str]) -> int:
+    import polars as pl
+
     seen = int(rows["rank"].max()) + 1 if rows.height else 0  # type: ignore[arg-type]
-    peers = rows["peer"].drop_nulls()
+    # A peer means something on a send or recv only (checked there, _valid_rows); on any other row it
+    # is never read, and must not size the world (2^31 - 1 on an all-reduce: 24 GB).
+    peers = rows.filter(pl.col("comm_type").is_in(P2P))["peer"].drop_nulls()
     if peers.len():
         seen = max(seen, int(peers.max()) + 1)  # type: ignore[arg-type]
     if recorded is not None and not 0 < recorded <= MAX_RANKS:
