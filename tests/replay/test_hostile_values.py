@@ -373,3 +373,16 @@ def test_a_peer_on_a_collective_that_is_no_send_or_recv_never_sizes_the_world(tm
     result = replay(_dataset(tmp_path / "ds", 4, rows), "j")
     assert result.world_size == 4
     assert result.flows.height > 0
+
+
+def test_a_group_listing_one_rank_for_calls_of_many_is_replayed_without_a_division_by_zero(tmp_path: Path) -> None:
+    # Found by the dataset fuzzer (seed 2026, case 939): process group "0" listing rank 0 only, under
+    # all-reduces of four ranks, gave NCCL's tuning model a one-rank ring (zero steps): ZeroDivisionError.
+    rows = [_row("j", r, 0, "ALL_REDUCE", 1 << 20, group_size=4) for r in range(4)]
+    dataset = _dataset(tmp_path / "ds", 4, rows)
+    import duckdb
+
+    with duckdb.connect(str(dataset / "tracekit.duckdb")) as con:
+        con.execute("update process_groups set ranks = [0]")
+    result = replay(dataset, "j")
+    assert result.world_size == 4

@@ -190,6 +190,8 @@ def bandwidth(
         bus = min(bus * (7 / 9 if nodes == 1 else 120 / 128), channels * PER_CH_TREE_LL128[row][index])
     if algorithm == "tree" and topo.tree_pattern_tree:
         bus *= 0.85
+    if algorithm == "ring" and nsteps == 0:
+        return 0.0  # a ring of one rank: NCCL copies locally and never tunes it (none of its pairs apply)
     ratio = ranks / nsteps if algorithm == "ring" else 0.5
     return bus * ratio
 
