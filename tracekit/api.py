@@ -5,6 +5,8 @@ with bound parameters (`ds.sql("select ... where job_id = ?", [job])`)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,6 +115,21 @@ class TraceDataset:
 
         sql, bound = query_call(name, params)
         return self.con.sql(sql, params=bound or None)
+
+    @contextmanager
+    def computing(self, name: str) -> Iterator[None]:
+        """Around computing query `name`'s rows (a relation runs when fetched): a DuckDB error then (a
+        value of the dataset beyond a query's checked 64-bit cast, say) is a DatasetError naming the
+        query and the dataset, one line."""
+        import duckdb
+
+        try:
+            yield
+        except duckdb.Error as exc:
+            raise DatasetError(
+                f"{self.dataset.root}: query {name} cannot be computed on this dataset's values "
+                f"({connect.first_line(exc)})"
+            ) from exc
 
     def summary(self) -> DatasetSummary:
         """Jobs, ranks, traces ok and with errors, collectives by comm_type (count and in_bytes,

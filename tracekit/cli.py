@@ -1233,7 +1233,8 @@ def query(
             if not scope.is_everything() and not ds.sql("select count(*) from jobs").fetchall()[0][0]:
                 raise InputError(f"no job of {dataset or 'the samples'} matches the selection ({scope.describe()})")
             relation = ds.query(name, params)
-            _write_rows(relation, output_format, out)
+            with ds.computing(name):
+                _write_rows(relation, output_format, out)
     except TracekitError as exc:
         _fail(console, exc)
     except BrokenPipeError:

@@ -178,3 +178,26 @@ def test_query_reads_only_the_jobs_its_scope_selects(tmp_path: Path) -> None:
     assert none.stderr.strip() == f"error: no job of {tmp_path / 'ds'} matches the selection (labels moe)"
     bad = cli("query", "job_overview", tmp_path / "ds", "--since", "June")
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --since June: not a date (YYYY-MM-DD)"
+
+
+def test_a_count_past_64_bits_in_the_dataset_is_one_line_from_query_and_report(dataset: Path, tmp_path: Path) -> None:
+    # Found by the dataset fuzzer (seed 2026, case 2522): calls of 2^62 in collective_sizes made the
+    # queries' checked 64-bit casts fail at fetch, and `tracekit query` and `report` printed tracebacks.
+    import shutil
+
+    import duckdb
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    with duckdb.connect(str(copy / "tracekit.duckdb")) as con:
+        con.execute("insert into collective_sizes select * from collective_sizes")
+        con.execute("update collective_sizes set calls = 4611686018427387904")
+    commands: list[list[str | Path]] = [
+        ["query", "group_size_by_job_size", copy],
+        ["report", copy, "-o", tmp_path / "r.html"],
+    ]
+    for args in commands:
+        done = cli(*args)
+        assert done.returncode == 3, done.stderr
+        [line] = done.stderr.strip().splitlines()[-1:]
+        assert "Traceback" not in done.stderr and line.startswith("error: ") and "out of range" in line, done.stderr
