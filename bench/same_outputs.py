@@ -37,6 +37,9 @@ VOLATILE = {
     "run_id",
     "wall_s",
 }
+# Columns of the written-files log (tracekit.store.written_files) that name a run's own files: a path
+# holds the run id, and a Parquet file's bytes (so its size and checksum) differ from run to run.
+VOLATILE_IN = {"written_files": {"path", "bytes", "sha256"}}
 REPLAYS = (
     ("captured/ddp_mlp", ["--gpus-per-host", "2", "--format", "all"]),
     ("job-000032", ["--format", "all"]),
@@ -128,15 +131,15 @@ def _tables(dataset: Path) -> dict[str, object]:
         names = [
             r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
         ]
-        return {name: _rows(f'SELECT * FROM "{name}"', con) for name in names}
+        return {name: _rows(f'SELECT * FROM "{name}"', con, VOLATILE_IN.get(name, set())) for name in names}
     finally:
         con.close()
 
 
-def _rows(query: str, con: duckdb.DuckDBPyConnection | None = None) -> object:
+def _rows(query: str, con: duckdb.DuckDBPyConnection | None = None, volatile: set[str] | None = None) -> object:
     con = con or duckdb.connect()
     relation = con.sql(query)
-    columns = [c for c in relation.columns if c not in VOLATILE]
+    columns = [c for c in relation.columns if c not in VOLATILE and c not in (volatile or set())]
     if not columns:
         return ()
     kept = ", ".join(f'"{c}"' for c in columns)
