@@ -67,11 +67,12 @@ def _datasets(args: argparse.Namespace) -> int:
     last, shown = [0], [0]
 
     def progress(campaign) -> None:  # type: ignore[no-untyped-def]
-        while len(campaign.findings) > shown[0]:  # each finding as it is found, and kept
-            case, result = campaign.findings[shown[0]]
-            shown[0] += 1
+        new = campaign.findings[shown[0] :]  # each finding as it is found, and kept
+        for case, result in new:
             print(f"  finding: case {case.index}: {case.kind} {result.outcome}: {result.detail[:200]}", file=sys.stderr)
-            save_dataset_findings(campaign, args.out)
+        if new:
+            save_dataset_findings(campaign, args.out, first=shown[0])
+            shown[0] = len(campaign.findings)
         if campaign.cases - last[0] >= step:
             last[0] = campaign.cases
             rate = campaign.cases / max(time.perf_counter() - started, 1e-9)

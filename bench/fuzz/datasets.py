@@ -36,10 +36,11 @@ from bench.fuzz.runner import (
     _READY,
     _STARTED,
     Result,
-    _check,
     _Pool,
     _reset_peak,
+    _Slot,
     _status_mb,
+    drive,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -637,7 +638,6 @@ def run_dataset_campaign(
     """Run cases first..first+count-1 of `seed` on `workers` processes (see the module docstring),
     on `base_root` (a base dataset build_base made) or a base built for the campaign."""
     import tempfile
-    from multiprocessing.connection import wait
 
     campaign = DatasetCampaign(seed)
     started = time.perf_counter()
@@ -647,28 +647,16 @@ def run_dataset_campaign(
         base_root = base_root or build_base(root / "base")
         base = describe(base_root)
         pool = _Pool(workers, (seed, str(base_root), str(root / "scratch")), target=_worker)
-        next_index = first
+
+        def take(slot: _Slot, result: Result) -> None:
+            if result.outcome in _RECYCLE:  # what failed may have left state behind (an open file)
+                pool.replace(slot)
+            campaign.add(make_case(base, seed, result.index), result)
+            if progress:
+                progress(campaign)
+
         try:
-            while True:
-                for slot in pool.slots:
-                    if slot.index is None and next_index < first + count:
-                        slot.index, slot.started, slot.parsing_cpu = next_index, time.perf_counter(), None
-                        slot.conn.send(next_index)
-                        next_index += 1
-                busy = [s for s in pool.slots if s.index is not None]
-                if not busy:
-                    break
-                ready = wait([s.conn for s in busy], timeout=0.05)
-                for slot in busy:
-                    result = _check(slot, ready, timeout, max_rss_mb, pool)
-                    if result is None:
-                        continue
-                    slot.index = None
-                    if result.outcome in _RECYCLE:  # what failed may have left state behind (an open file)
-                        pool.replace(slot)
-                    campaign.add(make_case(base, seed, result.index), result)
-                    if progress:
-                        progress(campaign)
+            drive(pool, range(first, first + count), timeout, max_rss_mb, take)
         finally:
             pool.close()
     finally:
@@ -717,10 +705,10 @@ def run_one(seed: int, index: int, workdir: Path | None = None) -> str:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def save_dataset_findings(campaign: DatasetCampaign, out: Path) -> None:
-    """Each finding as <index>.case.json: the seed, statements, command and what it did."""
+def save_dataset_findings(campaign: DatasetCampaign, out: Path, first: int = 0) -> None:
+    """Each finding (from the `first`th on) as <index>.case.json: the seed, statements, command and what it did."""
     out.mkdir(parents=True, exist_ok=True)
-    for case, result in campaign.findings:
+    for case, result in campaign.findings[first:]:
         record = {
             "seed": campaign.seed,
             "case": case.index,

@@ -23,6 +23,7 @@ import signal
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -309,6 +310,28 @@ def _check(slot: _Slot, ready: list[Any], timeout: float, max_rss_mb: float, poo
     return None
 
 
+def drive(
+    pool: _Pool, indices: range, timeout: float, max_rss_mb: float, take: Callable[[_Slot, Result], None]
+) -> None:
+    """Hand `indices` to the pool's workers, one at a time each, and each result (past a bound, the
+    one `_check` made) to `take`, until every index is done."""
+    waiting = iter(indices)
+    while True:
+        for slot in pool.slots:
+            if slot.index is None and (index := next(waiting, None)) is not None:
+                slot.index, slot.started, slot.parsing_cpu = index, time.perf_counter(), None
+                slot.conn.send(index)
+        busy = [s for s in pool.slots if s.index is not None]
+        if not busy:
+            return
+        ready = wait([s.conn for s in busy], timeout=0.05)
+        for slot in busy:
+            result = _check(slot, ready, timeout, max_rss_mb, pool)
+            if result is not None:
+                slot.index = None
+                take(slot, result)
+
+
 def run_campaign(
     count: int,
     *,
@@ -324,29 +347,17 @@ def run_campaign(
     started = time.perf_counter()
     made = Inputs(seed, formats)
     pool = _Pool(workers, (seed, formats))
-    next_index = 0
+
+    def take(slot: _Slot, result: Result) -> None:
+        mutant = None
+        if result.outcome in FINDINGS and result.outcome != "fuzzer_error":
+            mutant = made.make(result.index)
+        campaign.add(made.format_of(result.index), mutant, result)
+        if progress:
+            progress(campaign)
+
     try:
-        while True:
-            for slot in pool.slots:
-                if slot.index is None and next_index < count:
-                    slot.index, slot.started, slot.parsing_cpu = next_index, time.perf_counter(), None
-                    slot.conn.send(next_index)
-                    next_index += 1
-            busy = [s for s in pool.slots if s.index is not None]
-            if not busy:
-                break
-            ready = wait([s.conn for s in busy], timeout=0.05)
-            for slot in busy:
-                result = _check(slot, ready, timeout, max_rss_mb, pool)
-                if result is None:
-                    continue
-                slot.index = None
-                mutant = None
-                if result.outcome in FINDINGS and result.outcome != "fuzzer_error":
-                    mutant = made.make(result.index)
-                campaign.add(made.format_of(result.index), mutant, result)
-                if progress:
-                    progress(campaign)
+        drive(pool, range(count), timeout, max_rss_mb, take)
     finally:
         pool.close()
     campaign.seconds = time.perf_counter() - started

@@ -10,7 +10,6 @@ process of its own.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -23,18 +22,9 @@ from pathlib import Path
 import pytest
 
 import tracekit
+from tests.ingest.test_executors import EXECUTORS
 from tracekit.executors import Death, open_executor
 from tracekit.ingest.worker import SPILL_ROWS
-
-HAS_DASK = importlib.util.find_spec("distributed") is not None
-EXECUTORS = [
-    pytest.param("local", id="process-pool"),
-    pytest.param(
-        "dask-local",
-        id="dask-local",
-        marks=[pytest.mark.slow, pytest.mark.skipif(not HAS_DASK, reason="dask[distributed] is not installed")],
-    ),
-]
 
 # The format: "DIETRACE" on the first line, then one "name duration_us" line per op; `die SIGNAL`
 # kills the process parsing it, `die-once FLAG SIGNAL` only while the file FLAG does not exist yet;
