@@ -286,3 +286,18 @@ def test_a_placement_with_two_gpus_per_nic_shares_the_nic() -> None:
     net = s.link == NET
     assert set(s.src_nic[net].tolist()) == {0, 1, 2, 3} and not s.pxn.any()
     assert replace(placement, cross_nic=0).cross_nic == 0
+
+
+def test_the_template_cache_key_is_a_digest_of_the_topology_not_a_copy() -> None:
+    # Found by the dataset fuzzer (seed 2026, case 2292): the key held a bytes copy of all five
+    # channel x rank tables, so a world of 2^20 - 1 ranks kept ~0.6 GB of keys in the template cache.
+    placement = Placement(gpus_per_host=8)
+    layout = group_layout(list(range(1 << 16)), placement)
+    topo = model(layout, placement, NcclOptions())
+    key = Request("ALL_REDUCE", layout, topo.first(4), channels=4).key()
+    assert sum(len(part) for part in key if isinstance(part, bytes)) < 1024
+    assert key == Request("ALL_REDUCE", layout, model(layout, placement, NcclOptions()).first(4), channels=4).key()
+    moved = replace(topo.first(4), ring=topo.ring[:4].copy())
+    moved.ring[0, [0, 1]] = moved.ring[0, [1, 0]]
+    assert Request("ALL_REDUCE", layout, moved, channels=4).key() != key
+    assert Request("ALL_REDUCE", layout, topo.first(2), channels=4).key() != key

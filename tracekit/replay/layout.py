@@ -71,10 +71,14 @@ class GroupLayout:
         return table
 
     def key(self) -> bytes:
-        """Identifies the layout for template caches: who sits where, and on which NIC."""
+        """Identifies the layout for template caches: who sits where, and on which NIC (a digest: the
+        tables are five values per member)."""
+        import hashlib
+
         import numpy as np
 
-        return np.concatenate([self.members, self.hosts, self.gpus, self.nics, self.rails]).astype(np.int64).tobytes()
+        tables = np.concatenate([self.members, self.hosts, self.gpus, self.nics, self.rails]).astype(np.int64)
+        return hashlib.blake2b(tables.data, digest_size=16).digest()
 
 
 def group_layout(members: tuple[int, ...] | list[int], placement: Placement) -> GroupLayout:

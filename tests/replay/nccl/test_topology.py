@@ -182,10 +182,13 @@ def test_the_model_builds_every_host_as_the_host_by_host_loop_does(ranks: set[in
 def test_a_communicator_at_the_rank_bound_is_modelled_in_32_bit_positions() -> None:
     # Found by the dataset fuzzer (seed 2026, case 2292): a job whose world_size was 2^20 - 1 (the
     # bound) while four ranks called made the world group a 1M-rank communicator; its five channel x
-    # rank tables in int64 took the replay to 1.5 GB (0.95 GB in int32). Positions and NIC indices are
-    # below 2^20 and 1,024.
+    # rank tables in int64 took the replay to 1.5 GB (0.95 GB in int32, 0.78 GB with 16-bit NICs).
+    # Positions are below 2^20; local NICs below the host's NIC count.
     placement = Placement(gpus_per_host=8)
     topo = model(group_layout(list(range(1 << 16)), placement), placement, NcclOptions())
-    tables = (topo.ring, topo.ring_send_nic, topo.ring_recv_nic, topo.tree_parent, topo.tree_nic)
-    assert all(table.dtype == np.int32 for table in tables)
+    assert topo.ring.dtype == topo.tree_parent.dtype == np.int32
+    assert topo.ring_send_nic.dtype == topo.ring_recv_nic.dtype == topo.tree_nic.dtype == np.int16
     assert int(topo.ring.max()) == (1 << 16) - 1 and int(topo.tree_parent.min()) == -1
+    wide = Placement(gpus_per_host=1 << 16)  # one NIC per GPU by default: 65,536 NICs on one host
+    topo = model(group_layout(list(range(1 << 16)), wide), wide, NcclOptions())
+    assert topo.tree_nic.dtype == np.int32

@@ -33,9 +33,8 @@ class Request:
     pxn: bool = True
 
     def key(self) -> tuple[object, ...]:
-        return (self.comm_type, self.layout.key(), self.topology.ring.tobytes(), self.topology.tree_parent.tobytes(),
-                self.topology.ring_send_nic.tobytes(), self.topology.ring_recv_nic.tobytes(),
-                self.topology.tree_nic.tobytes(), self.root, self.channels, self.chunks, self.pxn)  # fmt: skip
+        return (self.comm_type, self.layout.key(), self.topology.digest(), self.root, self.channels, self.chunks,
+                self.pxn)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ p2p channels (`p2p_channels` in all, `p2p_per_peer` to a remote peer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,6 +47,20 @@ class CommTopology:
     p2p_channels: int = 1
     p2p_per_peer: int = 1
     source: str = "model"  # "model", or the NCCL log it was read from
+    _digest: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    def digest(self) -> bytes:
+        """16 bytes that differ when the rings, trees or NICs differ (a template cache's key: the tables
+        themselves are channels x ranks, 0.6 GB at the rank bound). The tables are never changed in place."""
+        if self._digest is None:
+            import numpy as np
+
+            hashed = hashlib.blake2b(digest_size=16)
+            for table in (self.ring, self.tree_parent, self.ring_send_nic, self.ring_recv_nic, self.tree_nic):
+                hashed.update(f"{table.dtype.str}{table.shape}".encode())
+                hashed.update(np.ascontiguousarray(table).data)  # a view: slices of the first axis are contiguous
+            self._digest = hashed.digest()
+        return self._digest
 
     @property
     def n(self) -> int:
