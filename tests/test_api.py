@@ -50,6 +50,23 @@ def test_query_names_and_parameters_are_checked(dataset: Path) -> None:
             ds.query("job_class", {"rank": 0})
 
 
+def test_a_sum_past_64_bits_is_refused_at_fetch_never_wrapped(dataset: Path) -> None:
+    # The dataset fuzzer (seed 2026, case 2522): calls of 2^62 twice over. The API's relation raises
+    # DuckDB's checked-cast error when fetched; inside ds.computing(name) it is a one-line DatasetError.
+    import duckdb
+
+    with duckdb.connect(str(dataset / "tracekit.duckdb")) as con:
+        con.execute("insert into collective_sizes select * from collective_sizes")
+        con.execute("update collective_sizes set calls = 4611686018427387904")
+    with tracekit.open(dataset) as ds:
+        with pytest.raises(duckdb.ConversionException, match="out of range"):
+            ds.query("group_size_by_job_size").fetchall()
+        with pytest.raises(DatasetError, match="query group_size_by_job_size cannot be computed") as caught:
+            with ds.computing("group_size_by_job_size"):
+                ds.query("group_size_by_job_size").fetchall()
+        assert "\n" not in str(caught.value)
+
+
 def test_every_query_is_there_by_name_for_sql_too(dataset: Path) -> None:
     with tracekit.open(dataset) as ds:
         # An all-reduce and an all-gather that no reduce-scatter pairs with: data parallel.

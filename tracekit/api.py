@@ -110,6 +110,10 @@ class TraceDataset:
 
         `params` binds the parameters its header declares, e.g. {"start": "2024-01-01", "period_months": 3},
         each checked against its declared type and range first (InputError naming the parameter).
+
+        The relation runs when fetched. Its sums are checked casts to 64 bits, never wrapped: on values
+        past them (a hand-edited dataset) the fetch raises DuckDB's ConversionException; a fetch inside
+        `with ds.computing(name):` gets a one-line DatasetError instead, as the CLI prints.
         """
         from tracekit.store.queries import query_call
 
