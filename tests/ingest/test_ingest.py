@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tests.builders import et_bytes, write_et_job
+from tests.conftest import SAMPLE_TRACES
 from tracekit.errors import DatasetError
 from tracekit.ingest import ingest
 
@@ -315,3 +316,20 @@ def test_workers_are_handed_a_rounds_worth_of_files_ahead(tmp_path: Path, monkey
     report = ingest([tmp_path / "in"], tmp_path / "ds", workers=2)
     assert report.ok and report.files_added == 24
     assert max(handed_out) == 12
+
+
+def test_the_same_warning_of_several_files_of_a_job_is_one_line_naming_how_many(tmp_path: Path) -> None:
+    # The README's first command printed eight lines for the eight Flight Recorder dumps of one job
+    # (a pickle and a JSON of each of four ranks), each saying gloo's 12 sends and recvs left no entry.
+    job = tmp_path / "pipeline_p2p"
+    shutil.copytree(SAMPLE_TRACES / "flight_recorder" / "pipeline_p2p", job)
+    report = ingest([job], tmp_path / "ds", workers=1)
+    first = job / "nccl_trace_rank_0"
+    gaps = [w for w in report.warnings if "left no entry" in w]
+    assert gaps == [
+        f"{first} and 7 more files of job pipeline_p2p at entries: 12 operations between the first and last entry "
+        "of their process group left no entry ('0': 12; gloo records no send/recv)"
+    ]
+    with tracekit.open(tmp_path / "ds") as ds:  # every file's own warning is kept in its traces row
+        rows = ds.sql("select count(*) from traces, unnest(warnings) as w(w) where w.w like '%left no entry%'")
+        assert rows.fetchall() == [(8,)]

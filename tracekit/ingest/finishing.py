@@ -144,7 +144,7 @@ class Finishing:
             for p in parsed:
                 for table, paths in p.staged.items():
                     self.staged.setdefault(table, {}).update(dict.fromkeys(paths))
-            self.warnings[job_id] = [w for t in result.traces for w in t.get("warnings") or []]
+            self.warnings[job_id] = _shared_once(job_id, result.traces)
             self.touched.append(job_id)
             changes.replaced += [(r["trace_id"] or "", r["status"] or "") for r in result.replaced]
             self.replaced += [path for r in result.replaced if r["status"] == "ok" and (path := r.get("path"))]
@@ -173,6 +173,24 @@ class Finishing:
 
     def close(self) -> None:
         self.held.close()
+
+
+def _shared_once(job_id: str, traces: list[Any]) -> list[str]:
+    """The warnings of a job's files, one line for a warning several of its files share (each
+    file's own line stays in its traces row): `FIRST and N more files of job J at ...: ...`."""
+    by_rest: dict[str, list[str]] = {}
+    for trace in traces:
+        path = trace.get("path") or ""
+        for warning in trace.get("warnings") or []:
+            rest = warning[len(path) :] if path and warning.startswith(path) else None
+            by_rest.setdefault(rest if rest is not None else warning, []).append(path if rest is not None else "")
+    lines = []
+    for rest, paths in by_rest.items():
+        if len(paths) > 1 and paths[0]:
+            lines.append(f"{paths[0]} and {len(paths) - 1} more files of job {job_id}{rest}")
+        else:
+            lines += [f"{path}{rest}" for path in paths]
+    return lines
 
 
 def _paths_by_seq(changes: RunChanges, seqs: set[int]) -> dict[int, str]:
