@@ -253,3 +253,22 @@ def test_the_clock_decides_over_sequence_ids_that_start_again_with_each_run() ->
     earlier = [_entry(i, "ALL_REDUCE", 5.0 + i, seq=1 + i) for i in range(3)]  # the run before: seqs 1..3 again
     linked, _ = link_logs(_frame(rows + earlier), FORMATS, {"kineto": clock})
     assert linked.filter(pl.col("source") == "flight_recorder").height == 3 and linked.height == 6
+
+
+def test_an_untimed_log_beside_a_timed_log_of_the_same_rank_is_not_counted_twice() -> None:
+    # A Flight Recorder dump and an NCCL INFO log of one rank (no trace) both held its collectives,
+    # and both were counted. The NCCL log's lines carry no time (nor PyTorch's sequence ids, nor its
+    # group names) to tell which of them the dump holds: as beside a trace, they are not counted.
+    formats = {"dump": "flight_recorder", "log": "nccl_log"}
+    dump = [_entry(i, "ALL_REDUCE", 1e9 + i, seq=1 + i) for i in range(3)]
+    lines = [_entry(i, "ALL_REDUCE", 0.0, seq=i, trace_id="log", source="nccl_log", start_us=None) for i in range(5)]
+    other = [_entry(0, "ALL_REDUCE", 0.0, seq=0, trace_id="log", source="nccl_log", start_us=None, rank=1)]
+    linked, notes = link_logs(_frame(dump + lines + other), formats, {})
+    assert Counter(zip(linked["rank"].to_list(), linked["source"].to_list(), strict=True)) == {
+        (0, "flight_recorder"): 3,
+        (1, "nccl_log"): 1,  # no dump of rank 1: its lines are its only record
+    }
+    assert notes == {
+        "log": "5 entries not counted: a log of the same rank with times (flight_recorder) records the rank's "
+        "collectives, and these carry no time to tell which of them it holds"
+    }

@@ -23,6 +23,10 @@ steps someone chose to profile; the two overlap where the profiler was on. The r
   without baseTimeNanoseconds) cannot place the entries, nor can a trace's clock place an entry of
   no time (an NCCL INFO log's lines carry none) unless its group and sequence id do: the trace's
   rows stand, the log's rows of that rank are dropped, and the log's `traces.warnings` says how many.
+* An entry of no time beside a log of the same rank that has times (an NCCL INFO log beside a Flight
+  Recorder dump) is placed by nothing either (the NCCL log's communicators and opCounts are not
+  PyTorch's groups and sequence ids): the timed log's entries stand, the untimed log's rows of that
+  rank are dropped, and its `traces.warnings` says how many.
 
 So counting a job's collectives never counts one twice, whatever sources of a rank it holds.
 """
@@ -80,11 +84,11 @@ def link_logs(
     if not logs:
         return frame, {}
     is_log = pl.col("trace_id").is_in(logs)
-    entries = _one_per_entry(frame.filter(is_log), logs)
+    entries, notes = _untimed_beside_timed(_one_per_entry(frame.filter(is_log), logs), formats)
     traced = frame.filter(~is_log)
     ranks = set(entries["rank"].drop_nulls().to_list()) & set(traced["rank"].drop_nulls().to_list())
     if not ranks:
-        return pl.concat([traced, entries], how="vertical"), {}
+        return pl.concat([traced, entries], how="vertical"), notes
     keep_traced = traced.filter(~pl.col("rank").is_in(sorted(ranks)))
     keep_entries = entries.filter(~pl.col("rank").is_in(sorted(ranks)))
     parts = [keep_traced, keep_entries]
@@ -96,14 +100,43 @@ def link_logs(
         for trace_id, count in dropped_blind.items():
             unplaced[trace_id] = unplaced.get(trace_id, 0) + count
         parts.append(pl.DataFrame(kept, schema=frame.schema))
-    notes = {
+    notes |= {
         trace_id: (
-            f"{count:,} entr{'y' if count == 1 else 'ies'} not counted: a trace of the same rank records the rank's "
+            f"{_entries(count)} not counted: a trace of the same rank records the rank's "
             "collectives but neither a wall clock nor sequence ids tell which of them it holds"
         )
         for trace_id, count in unplaced.items()
     }
     return pl.concat(parts, how="vertical"), notes
+
+
+def _entries(count: int) -> str:
+    return f"{count:,} entr{'y' if count == 1 else 'ies'}"
+
+
+def _untimed_beside_timed(
+    entries: pl.DataFrame, formats: Mapping[str, str | None]
+) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The entries without the untimed ones (an NCCL log's lines) of a rank a log with times (a Flight
+    Recorder dump) also records: nothing tells which of the timed log's entries they are (the NCCL
+    log's groups and opCounts are not PyTorch's), so, as beside a trace, they are not counted; and a
+    note per log so cut."""
+    import polars as pl
+
+    timed = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_not_null())
+    by_rank: dict[int, set[str]] = {}
+    for rank, trace_id in timed.select("rank", "trace_id").unique().iter_rows():
+        by_rank.setdefault(rank, set()).add(str(formats.get(trace_id)))
+    beside = pl.col("start_us").is_null() & pl.col("rank").is_in(sorted(by_rank))
+    dropped = entries.filter(beside)
+    notes = {}
+    for trace_id, rows in dropped.group_by("trace_id", maintain_order=True):
+        kinds = sorted({f for rank in rows["rank"].unique().to_list() for f in by_rank[rank]})
+        notes[str(trace_id[0])] = (
+            f"{_entries(rows.height)} not counted: a log of the same rank with times ({', '.join(kinds)}) records "
+            "the rank's collectives, and these carry no time to tell which of them it holds"
+        )
+    return entries.filter(~beside), notes
 
 
 def _one_per_entry(entries: pl.DataFrame, order: list[str]) -> pl.DataFrame:
