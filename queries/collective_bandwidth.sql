@@ -13,7 +13,7 @@
 --          REDUCE_SCATTER  S = in_bytes,      factor (n-1)/n   (the full input, as nccl-tests)
 --          ALL_TO_ALL, SCATTER   S = in_bytes, factor (n-1)/n
 --          BROADCAST, REDUCE, SEND, RECV   S = in_bytes, factor 1
---          BARRIER and calls without a duration or group size are left out. For the ring family
+--          BARRIER and calls without a duration or a group size of at least 1 are left out. For the ring family
 --          busbw * t equals wire_bytes (collective_wire_bytes).
 with sized as (
     select
@@ -29,7 +29,7 @@ with sized as (
             else 1.0
         end as bus_factor
     from collective_wire_bytes($job_id) c
-    where c.duration_us > 0 and c.in_bytes is not null and c.group_size is not null and c.comm_type <> 'BARRIER'
+    where c.duration_us > 0 and c.in_bytes is not null and c.group_size >= 1 and c.comm_type <> 'BARRIER'
 )
 select
     job_id,

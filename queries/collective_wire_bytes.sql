@@ -4,7 +4,8 @@
 --          place this rule is written; every mix and size view reads it from here (the rollups and fleet
 --          queries with a NULL job_id: every job's rows).
 -- params: $job_id (string or NULL: the job; NULL for every job)
--- returns: every column of collectives, wire_bytes (double; null where in_bytes or group_size is unknown)
+-- returns: every column of collectives, wire_bytes (double; null where in_bytes or group_size is unknown
+--          or group_size is below 1)
 -- rule: S = in_bytes (Chakra's comm_size, the bytes this rank passes in), n = group_size.
 --          ALL_REDUCE      2(n-1)/n * S   ring: a reduce-scatter and an all-gather of S/n chunks
 --          ALL_GATHER      (n-1) * S      ring: S is the local shard, sent on n-1 times
@@ -25,6 +26,7 @@ select
         when c.comm_type = 'SEND' then cast(c.in_bytes as double)
         when c.comm_type in ('RECV', 'BARRIER') then 0.0
         when c.group_size = 1 then 0.0
+        when c.group_size < 1 then null  -- no group (a hand-edited dataset): unknown, never -inf
         when c.comm_type = 'ALL_REDUCE' then 2.0 * (c.group_size - 1) / c.group_size * c.in_bytes
         when c.comm_type = 'ALL_GATHER' then 1.0 * (c.group_size - 1) * c.in_bytes
         when c.comm_type in ('REDUCE_SCATTER', 'ALL_TO_ALL', 'BROADCAST', 'REDUCE', 'GATHER', 'SCATTER')

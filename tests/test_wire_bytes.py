@@ -133,3 +133,32 @@ def test_unknown_group_size_or_bytes_is_null_not_a_guess(con: duckdb.DuckDBPyCon
         None,
         0.0,
     ]
+
+
+@pytest.mark.parametrize("comm_type", sorted(SIMULATED))
+@pytest.mark.parametrize("group_size", [0, -1, -(1 << 31)])
+def test_a_group_of_no_rank_has_unknown_wire_bytes_never_infinite_or_negative(
+    con: duckdb.DuckDBPyConnection, comm_type: str, group_size: int
+) -> None:
+    # Found by the dataset fuzzer (seed 2026, case 4173): a group_size of 0 made an all-to-all's
+    # wire_bytes (n-1)/n * S = -inf in job_bytes_by_collective.
+    con.execute("DELETE FROM collectives")
+    con.execute(
+        "INSERT INTO collectives (job_id, rank, trace_id, op_id, comm_type, group_size, in_bytes) "
+        "VALUES ('j', 0, 't', 0, ?, ?, 1024)",
+        [comm_type, group_size],
+    )
+    assert con.sql("SELECT wire_bytes FROM collective_wire_bytes(NULL)").fetchall() == [(None,)]
+
+
+def test_collective_bandwidth_leaves_out_a_group_of_no_rank(con: duckdb.DuckDBPyConnection) -> None:
+    # The same hazard as case 4173: a bus factor (n-1)/n of n = 0 is -inf.
+    con.execute(catalog_statement("collective_bandwidth"))
+    con.execute("DELETE FROM collectives")
+    con.execute(
+        "INSERT INTO collectives (job_id, rank, trace_id, op_id, comm_type, group_size, in_bytes, duration_us) "
+        "VALUES ('j', 0, 't', 0, 'ALL_REDUCE', 0, 1024, 5.0), ('j', 0, 't', 1, 'ALL_GATHER', -3, 1024, 5.0), "
+        "('j', 0, 't', 2, 'ALL_REDUCE', 4, 1024, 5.0)"
+    )
+    rows = con.sql("SELECT op_id, busbw_gbps FROM collective_bandwidth('j')").fetchall()
+    assert [op for op, _ in rows] == [2] and rows[0][1] > 0
