@@ -17,7 +17,7 @@ import typer
 import typer.core
 
 from tracekit.registry import names
-from tracekit.terminal import printable, shown
+from tracekit.terminal import cell, printable, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -1265,7 +1265,7 @@ def _write_rows(relation: Any, output_format: OutputFormat, out: Path | None) ->
 
         table = Table(*map(shown, columns), box=None, pad_edge=False, header_style="bold")
         for row in rows:
-            table.add_row(*(shown(_cell(v)) for v in row))
+            table.add_row(*(cell(_cell(v)) for v in row))
         # On a terminal columns wrap to its width; elsewhere (a pipe, a file) nothing is cut.
         if out is None:
             screen = Console()

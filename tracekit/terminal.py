@@ -31,3 +31,15 @@ def shown(text: object) -> str:
     from rich.markup import escape
 
     return escape(printable(str(text)))
+
+
+# A table cell shows at most this many characters (a value of a hand-edited dataset can be megabytes).
+MAX_CELL_CHARS = 1_000
+
+
+def cell(text: str) -> str:
+    """`text` as one line of a table cell: line feeds and tabs as escapes too, cut at MAX_CELL_CHARS
+    with a note of how much is left out (csv and json outputs keep every character)."""
+    if len(text) > MAX_CELL_CHARS:
+        text = f"{text[:MAX_CELL_CHARS]}... ({len(text) - MAX_CELL_CHARS:,} more characters)"
+    return shown(text.replace("\n", "\\n").replace("\t", "\\t"))

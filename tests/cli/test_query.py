@@ -201,3 +201,22 @@ def test_a_count_past_64_bits_in_the_dataset_is_one_line_from_query_and_report(d
         assert done.returncode == 3, done.stderr
         [line] = done.stderr.strip().splitlines()[-1:]
         assert "Traceback" not in done.stderr and line.startswith("error: ") and "out of range" in line, done.stderr
+
+
+def test_a_megabyte_value_is_one_cut_line_of_the_table_and_whole_in_csv(dataset: Path, tmp_path: Path) -> None:
+    # Found by the dataset fuzzer (seed 2026, case 5308): a job class of 1 MiB of line feeds made
+    # `tracekit query ... -f table` lay out a million-line cell (past 10 s of CPU).
+    import shutil
+
+    import duckdb
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    with duckdb.connect(str(copy / "tracekit.duckdb")) as con:
+        con.execute("update job_classes set class = repeat(chr(10), 1048576)")
+    table = cli("query", "job_class", copy, "-f", "table")
+    assert table.returncode == 0, table.stderr
+    [row] = [line for line in table.stdout.splitlines() if "more characters" in line]
+    assert "\\n\\n" in row and "(1,047,576 more characters)" in row and len(row) < 4000
+    whole = cli("query", "job_class", copy, "-f", "csv")
+    assert whole.returncode == 0 and whole.stdout.count("\n") > 1 << 20
