@@ -178,14 +178,14 @@ class Finishing:
 def _shared_once(job_id: str, traces: list[Any]) -> list[str]:
     """The warnings of a job's files, one line for a warning several of its files share (each
     file's own line stays in its traces row): `FIRST and N more files of job J at ...: ...`."""
-    by_rest: dict[str, list[str]] = {}
+    paths_of: dict[str, list[str]] = {}  # what follows a warning's path (errors.describe) -> the paths
     for trace in traces:
         path = trace.get("path") or ""
         for warning in trace.get("warnings") or []:
-            rest = warning[len(path) :] if path and warning.startswith(path) else None
-            by_rest.setdefault(rest if rest is not None else warning, []).append(path if rest is not None else "")
+            named = bool(path) and warning.startswith(path)
+            paths_of.setdefault(warning[len(path) :] if named else warning, []).append(path if named else "")
     lines = []
-    for rest, paths in by_rest.items():
+    for rest, paths in paths_of.items():
         if len(paths) > 1 and paths[0]:
             lines.append(f"{paths[0]} and {len(paths) - 1} more files of job {job_id}{rest}")
         else:

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 @dataclass
 class CommTopology:
     channels: int
-    ring: np.ndarray  # int64 [channels, n]
-    ring_send_nic: np.ndarray  # int64 [channels, n]
-    ring_recv_nic: np.ndarray  # int64 [channels, n]
-    tree_parent: np.ndarray  # int64 [channels, n]
-    tree_nic: np.ndarray  # int64 [channels, n]
+    # [channels, n] integer tables: the model keeps positions in int32 and NICs in int16 (int32 on a
+    # host of 32,768 NICs or more); a topology read from an NCCL log holds int64.
+    ring: np.ndarray
+    ring_send_nic: np.ndarray
+    ring_recv_nic: np.ndarray
+    tree_parent: np.ndarray
+    tree_nic: np.ndarray
     nodes: int = 1
     ranks_per_node: int = 1  # the most members on one host (NCCL's ppn)
     graph_channels: int = 1  # channels of NCCL's ring/tree graph search (before ncclTopoPostset)
