@@ -1,0 +1,128 @@
+"""The newest trace fields (issue 23, item 4): what each format reads from them, and where it goes.
+
+Where the fields come from (none of the public or sample traces carries them yet: the PyTorch that
+writes them is newer than every capture, and gloo, which the samples are captured with, records no
+record_param_comms; so the events below are built to the writers' layouts):
+
+* Kineto `Seq`, `Comms Id`, `Is asynchronized op`, `Input Tensors start`, `Output Tensors start`:
+  torch/csrc/profiler/util.cpp `saveNcclMeta` (the copy in the code index, id 69136504465, lines
+  514-583: `Seq` only when the sequence number is >= 0, `Comms Id` = c10::get_hash(group name,
+  seq, is p2p, rank start, rank stride, group size) only with it, `Is asynchronized op` as
+  std::to_string(bool), the tensor starts only with tensor addresses recorded); the names in
+  torch/csrc/profiler/util.h (code index id 68874190153, lines 204-208) and libkineto's
+  CollectiveMetadataFields (id 58324417042: kSeqNum int64, kIsAsynchronizedOp bool, kCommsId
+  uint64); pytorch/kineto#1294 and #1299, pytorch/pytorch#169416.
+* PyTorch ET `is_asynchronized_op`: torch/csrc/profiler/standalone/execution_trace_observer.cpp
+  `getCommsNodeAttrs` (code index id 69234782715, line 686: `addAttr(kIsAsynchronizedOp,
+  kETIsAsynchronizedOp, "string")`, the value saveNcclMeta's "0" or "1").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import tracekit
+from tracekit.ingest import ingest
+from tracekit.parsers import kineto
+from tracekit.parsers.base import MemorySink, TraceMeta
+from tracekit.replay.collectives import load_job
+from tracekit.sources import BytesSource
+
+Row = dict[str, Any]
+PID, TID = 1000, 1001
+
+
+def _x(name: str, ts: float, dur: float, cat: str = "cpu_op", **args: Any) -> Row:
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur, "args": args}
+
+
+def _g5_args(coll: str, elems: int, seq: int, **extra: Any) -> dict[str, Any]:
+    """record_param_comms args as saveNcclMeta writes them in 2026 (values as Kineto prints them)."""
+    args: dict[str, Any] = {
+        "Collective name": coll,
+        "dtype": "Float",
+        "In msg nelems": elems,
+        "Out msg nelems": elems,
+        "In split size": "[]",
+        "Out split size": "[]",
+        "Global rank start": 0,
+        "Global rank stride": 1,
+        "Group size": 2,
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": "[0, 1]",
+        "Rank": 0,
+        "Seq": seq,
+        "Comms Id": 13874425187231416781,  # a size_t hash: above the int64 range
+        "Is asynchronized op": 1,
+        "Input Tensors start": "[0]",
+        "Output Tensors start": "[0]",
+    }
+    args.update(extra)
+    return args
+
+
+def _kineto_doc(rank: int, events: list[Row]) -> dict[str, Any]:
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+        "traceEvents": events,
+    }
+
+
+def _parse_kineto(doc: dict[str, Any]) -> tuple[TraceMeta, list[Row]]:
+    data = json.dumps(doc).encode()
+    sink = MemorySink()
+    meta = kineto.parse(BytesSource(data, "rank0.pt.trace.json", "rank0.pt.trace.json"), sink)
+    return meta, sink.table("collectives").to_pylist()
+
+
+# ---------------------------------------------------------------------------------- Kineto
+
+
+def test_kineto_seq_fills_seq_and_the_other_new_args_are_read_without_warnings() -> None:
+    meta, rows = _parse_kineto(_kineto_doc(0, [_x("record_param_comms", 10, 5, **_g5_args("allreduce", 256, 41))]))
+    (row,) = rows
+    assert (row["comm_type"], row["pg_name"], row["seq"], row["in_bytes"]) == ("ALL_REDUCE", "0", 41, 1024)
+    assert meta.warnings == []
+
+
+def test_kineto_bad_comms_id_and_async_flag_are_warned_and_cost_nothing_else() -> None:
+    bad = _g5_args("allreduce", 256, 3, **{"Comms Id": -5, "Is asynchronized op": "maybe"})
+    worse = _g5_args("allreduce", 256, 4, **{"Comms Id": "x" * 50, "Is asynchronized op": [1]})
+    meta, rows = _parse_kineto(
+        _kineto_doc(0, [_x("record_param_comms", 10, 5, **bad), _x("record_param_comms", 20, 5, **worse)])
+    )
+    assert [(r["seq"], r["in_bytes"]) for r in rows] == [(3, 1024), (4, 1024)]
+    messages = " | ".join(f"{w.where}: {w.message}" for w in meta.warnings)
+    assert "Comms Id" in messages and "out of bounds" in messages and "traceEvents[0]" in messages
+    assert "Is asynchronized op" in messages and "is not a flag" in messages
+
+
+def test_kineto_seq_matches_a_collective_across_ranks_when_a_rank_missed_the_first(tmp_path: Path) -> None:
+    """Rank 1's profiler started one collective late: by order its first all-reduce would be taken
+    for rank 0's first (a 4 KiB bucket with a 64 KiB one); by (group, Seq) each meets its own."""
+    sizes = {1: 1024, 2: 16384, 3: 4096}
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank, seqs in ((0, (1, 2, 3)), (1, (2, 3))):
+        events = [
+            _x("record_param_comms", 100 * seq, 5, **_g5_args("allreduce", sizes[seq], seq, Rank=rank)) for seq in seqs
+        ]
+        (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(_kineto_doc(rank, events)))
+    out = tmp_path / "ds"
+    report = ingest([folder], out, job="job", workers=1)
+    assert report.ok, report.errors
+    with tracekit.open(out) as ds:
+        rows = ds.frame("collectives")
+        matched = load_job(ds, "job")
+    assert sorted(rows["seq"].to_list()) == [1, 2, 2, 3, 3]
+    logical = matched.collectives.sort("size")
+    assert logical["participants"].to_list() == [1, 2, 2]  # seq 1 seen on rank 0 only
+    assert logical["size"].to_list() == [4096, 16384, 65536]
+    per_collective = matched.participants.group_by("collective_id").agg(pl.col("in_bytes").n_unique().alias("sizes"))
+    assert (per_collective["sizes"] == 1).all()  # both ranks' rows of one collective are the same bucket
