@@ -176,10 +176,10 @@ Conventions:
   profiler.
 - **Read, checked, and held by no column**: a profiler trace's `Comms Id` (PyTorch's hash of the
   group, `Seq`, p2p or not, rank start, stride and group size: the key the row holds as
-  (pg_name, seq); checked as an unsigned 64-bit integer) and `Is asynchronized op` (0 or 1: whether
-  the op was issued async; checked as a flag). A bad one is a warning on the file, nothing else.
-  `Input Tensors start` / `Output Tensors start` (tensor addresses) are bounded as every text is,
-  not parsed.
+  (pg_name, seq); checked as an unsigned 64-bit integer) and `Is asynchronized op`, as a PyTorch
+  ET's `is_asynchronized_op` (0 or 1: whether the op was issued async; checked as a flag). A bad
+  one is a warning on the file, nothing else. `Input Tensors start` / `Output Tensors start`
+  (tensor addresses) are bounded as every text is, not parsed.
 - A **PyTorch Flight Recorder** dump (pickle or JSON, `traces.format = 'flight_recorder'`) gives
   a `collectives` row per entry that is a collective (`source = 'flight_recorder'`): comm_type
   and dtype from `profiling_name` and `input_dtypes`, sizes from `input_sizes`/`output_sizes`,

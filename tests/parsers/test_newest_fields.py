@@ -27,7 +27,7 @@ import polars as pl
 
 import tracekit
 from tracekit.ingest import ingest
-from tracekit.parsers import kineto
+from tracekit.parsers import kineto, pytorch_et
 from tracekit.parsers.base import MemorySink, TraceMeta
 from tracekit.replay.collectives import load_job
 from tracekit.sources import BytesSource
@@ -126,3 +126,68 @@ def test_kineto_seq_matches_a_collective_across_ranks_when_a_rank_missed_the_fir
     assert logical["size"].to_list() == [4096, 16384, 65536]
     per_collective = matched.participants.group_by("collective_id").agg(pl.col("in_bytes").n_unique().alias("sizes"))
     assert (per_collective["sizes"] == 1).all()  # both ranks' rows of one collective are the same bucket
+
+
+# ---------------------------------------------------------------------------------- PyTorch ET
+
+
+def _et_doc(flag: Any) -> dict[str, Any]:
+    """A 1.1.1-chakra.0.0.4 trace of one all-reduce whose record_param_comms carries
+    `is_asynchronized_op` as getCommsNodeAttrs writes it (type "string", value saveNcclMeta's)."""
+
+    def attr(name: str, kind: str, value: Any) -> dict[str, Any]:
+        return {"name": name, "type": kind, "value": value}
+
+    def node(nid: int, name: str, parent: int, attrs: list[dict[str, Any]]) -> dict[str, Any]:
+        empty = {"values": [], "shapes": [], "types": [], "strides": []}
+        base = [attr("rf_id", "uint64", nid * 10), attr("op_schema", "string", "")]
+        return {"id": nid, "name": name, "ctrl_deps": parent, "inputs": empty, "outputs": empty, "attrs": base + attrs}
+
+    comms = [
+        attr("collective_name", "string", "allreduce"),
+        attr("dtype", "string", "Float"),
+        attr("in_msg_nelems", "uint64", 1024),
+        attr("out_msg_nelems", "uint64", 1024),
+        attr("in_split_size", "string", "[]"),
+        attr("out_split_size", "string", "[]"),
+        attr("global_rank_start", "uint64", 0),
+        attr("global_rank_stride", "uint64", 1),
+        attr("pg_name", "string", "0"),
+        attr("pg_desc", "string", "default_pg"),
+        attr("pg_size", "uint64", 2),
+        attr("is_asynchronized_op", "string", flag),
+    ]
+    return {
+        "schema": "1.1.1-chakra.0.0.4",
+        "pid": 42,
+        "time": "2026-03-01 10:00:00",
+        "start_ts": 100,
+        "nodes": [
+            node(2, "[pytorch|profiler|execution_trace|thread]", 1, []),
+            node(11, "record_param_comms", 2, comms),
+            node(1, "[pytorch|profiler|execution_trace|process]", 1, []),
+        ],
+        "finish_ts": 200,
+    }
+
+
+def _parse_et(doc: dict[str, Any]) -> tuple[TraceMeta, list[Row]]:
+    data = json.dumps(doc).encode()
+    sink = MemorySink()
+    meta = pytorch_et.parse(BytesSource(data, "et.json", "et.json"), sink)
+    return meta, sink.table("collectives").to_pylist()
+
+
+def test_et_is_asynchronized_op_is_read_as_a_flag_in_each_spelling() -> None:
+    for flag in ("1", "0", 1, 0, True, "true"):
+        meta, rows = _parse_et(_et_doc(flag))
+        assert [(r["comm_type"], r["in_bytes"], r["group_size"]) for r in rows] == [("ALL_REDUCE", 4096, 2)]
+        assert meta.warnings == [], flag
+
+
+def test_et_bad_is_asynchronized_op_is_a_warning_naming_the_node() -> None:
+    meta, rows = _parse_et(_et_doc("sometimes"))
+    assert [(r["comm_type"], r["in_bytes"]) for r in rows] == [("ALL_REDUCE", 4096)]
+    (warning,) = meta.warnings
+    assert "is_asynchronized_op" in warning.message and "is not a flag" in warning.message
+    assert "11" in (warning.where or "")
