@@ -139,7 +139,7 @@ def _et_doc(flag: Any) -> dict[str, Any]:
         return {"name": name, "type": kind, "value": value}
 
     def node(nid: int, name: str, parent: int, attrs: list[dict[str, Any]]) -> dict[str, Any]:
-        empty = {"values": [], "shapes": [], "types": [], "strides": []}
+        empty: dict[str, list[Any]] = {"values": [], "shapes": [], "types": [], "strides": []}
         base = [attr("rf_id", "uint64", nid * 10), attr("op_schema", "string", "")]
         return {"id": nid, "name": name, "ctrl_deps": parent, "inputs": empty, "outputs": empty, "attrs": base + attrs}
 
