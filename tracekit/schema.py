@@ -72,8 +72,16 @@ COMM_TYPE_TABLE = (
     CommType("BARRIER", "Barrier", (9,), "barrier", "barrier"),
     CommType("SEND", "Send", (), None, "send"),
     CommType("RECV", "Recv", (), None, "recv"),
+    # One-sided, NCCL >= 2.28 (ncclPutSignal, ncclSignal; NCCL's names PutSignal, Signal) and torch's
+    # symm_mem nccl_put / nccl_put_with_signal: a put writes in_bytes into a peer's memory (bytes on the
+    # wire, like a send, with no receive), a signal only raises a flag there. WaitSignal, a local wait,
+    # is no communication (as `wait` is not). Chakra has no code for either.
+    CommType("PUT", "PutSignal", (), None, "put"),
+    CommType("SIGNAL", "Signal", (), None, "signal"),
 )
 COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
+# The one-sided types: a write into one peer's memory that no receive on the peer matches.
+ONE_SIDED = ("PUT", "SIGNAL")
 
 
 @dataclass(frozen=True)

@@ -191,3 +191,77 @@ def test_et_bad_is_asynchronized_op_is_a_warning_naming_the_node() -> None:
     (warning,) = meta.warnings
     assert "is_asynchronized_op" in warning.message and "is not a flag" in warning.message
     assert "11" in (warning.where or "")
+
+
+# ---------------------------------------------------------------------------------- names
+
+
+# Each format's spelling of NCCL >= 2.28's native all-to-all, gather and scatter and of its one-sided
+# put and signal: NCCL's own names (src/collectives.cc ncclFuncToString in NVIDIA/nccl 2.28+: AlltoAll,
+# Gather, Scatter, PutSignal, Signal, WaitSignal; what its INFO logs print), c10d's (record_param_comms
+# `Collective name`, the Flight Recorder's `nccl:` profiling names, c10d:: ops) and torch symm_mem's
+# (nccl_put, nccl_put_with_signal, nccl_wait_for_signal: torch/csrc/distributed/c10d/symm_mem).
+SPELLINGS = {
+    "nccl:all_to_all": "ALL_TO_ALL",
+    "alltoall_base": "ALL_TO_ALL",
+    "all_to_all_single": "ALL_TO_ALL",
+    "AlltoAll": "ALL_TO_ALL",
+    "AlltoAllv": "ALL_TO_ALL",
+    "gather": "GATHER",
+    "nccl:gather": "GATHER",
+    "c10d::gather_": "GATHER",
+    "Gather": "GATHER",
+    "scatter": "SCATTER",
+    "nccl:scatter": "SCATTER",
+    "c10d::scatter_": "SCATTER",
+    "Scatter": "SCATTER",
+    "nccl:put": "PUT",
+    "nccl:put_signal": "PUT",
+    "put_signal": "PUT",
+    "nccl_put_with_signal": None,  # a symm_mem op name alone: no backend prefix, not a c10d op
+    "PutSignal": "PUT",
+    "xccl:put": "PUT",
+    "nccl:signal": "SIGNAL",
+    "Signal": "SIGNAL",
+    "WaitSignal": None,  # a local wait for a peer's signal: no communication, as `wait` is none
+    "nccl:wait_signal": None,
+}
+
+
+def test_every_spelling_of_the_newest_ops_gets_its_comm_type_from_the_one_rulebook() -> None:
+    from tracekit.parsers.common.names import comm_type_of
+
+    assert {name: comm_type_of(name) for name in SPELLINGS} == SPELLINGS
+
+
+def test_one_sided_types_are_in_the_data_model_and_chakra_codes_still_name_theirs() -> None:
+    from tracekit.parsers.common.names import CHAKRA_COMM_TYPES
+    from tracekit.schema import COMM_TYPES, ONE_SIDED
+
+    assert set(ONE_SIDED) <= set(COMM_TYPES)
+    assert (CHAKRA_COMM_TYPES[3], CHAKRA_COMM_TYPES[4], CHAKRA_COMM_TYPES[6]) == ("GATHER", "SCATTER", "ALL_TO_ALL")
+    assert not set(ONE_SIDED) & set(CHAKRA_COMM_TYPES.values())  # Chakra 0.0.4 has no code for them
+
+
+def test_a_put_is_counted_with_its_bytes_on_the_wire_and_left_out_of_the_replay_with_a_note(tmp_path: Path) -> None:
+    """Two ranks' profiler traces: an all-reduce and a put of 1 MiB from rank 0 (as a backend that
+    records its one-sided ops through record_param_comms would write it), and a signal."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in (0, 1):
+        events = [_x("record_param_comms", 100, 5, **_g5_args("allreduce", 256, 1, Rank=rank))]
+        if rank == 0:
+            put = _g5_args("put_signal", 262144, 1, Rank=1)
+            signal = _g5_args("signal", 0, 2, Rank=1)
+            events += [_x("record_param_comms", 200, 5, **put), _x("record_param_comms", 300, 5, **signal)]
+        (folder / f"rank{rank}.pt.trace.json").write_text(json.dumps(_kineto_doc(rank, events)))
+    out = tmp_path / "ds"
+    report = ingest([folder], out, job="job", workers=1)
+    assert report.ok, report.errors
+    with tracekit.open(out) as ds:
+        wire = ds.query("collective_wire_bytes", {"job_id": "job"}).pl()
+        matched = load_job(ds, "job")
+    by_type = {t: w for t, w in wire.filter(pl.col("rank") == 0).select("comm_type", "wire_bytes").iter_rows()}
+    assert by_type == {"ALL_REDUCE": 1024.0, "PUT": 1048576.0, "SIGNAL": 0.0}
+    assert matched.collectives["comm_type"].to_list() == ["ALL_REDUCE"]
+    assert any("2 collectives row(s) of one-sided puts or signals" in note for note in matched.notes), matched.notes
