@@ -265,3 +265,76 @@ def test_a_put_is_counted_with_its_bytes_on_the_wire_and_left_out_of_the_replay_
     assert by_type == {"ALL_REDUCE": 1024.0, "PUT": 1048576.0, "SIGNAL": 0.0}
     assert matched.collectives["comm_type"].to_list() == ["ALL_REDUCE"]
     assert any("2 collectives row(s) of one-sided puts or signals" in note for note in matched.notes), matched.notes
+
+
+# ---------------------------------------------------------------------------------- Chakra
+
+
+def _fork_trace(nodes: int) -> bytes:
+    """An .et of `nodes` nodes as a Chakra fork writes them: every 50th a NodeType 9 node (BATCH_NODE in
+    mlcommons/chakra PR #216, DATA_OP_NODE in Keysight/chakra @0e8de7ad), every 100th a collective of
+    comm_type 99 (astra-sim/chakra et_def.proto @b8d2e8b9: INVALID_COMM_TYPE = 99), the rest
+    all-reduces (1 KiB) and compute."""
+    import io
+
+    from tracekit.writers.chakra_et import EtWriter, comm_node, comp_node
+
+    out = io.BytesIO()
+    writer = EtWriter(out)
+    writer.write_metadata("0.0.4")
+    for i in range(1, nodes + 1):
+        if i % 100 == 0:
+            writer.write_node(comm_node(i, f"fork_coll_{i}", 99, 2048, "0"))
+        elif i % 50 == 0:
+            node = comp_node(i, f"batch_{i}", 3)
+            node.type = 9
+            writer.write_node(node)
+        elif i % 2:
+            writer.write_node(comm_node(i, f"allreduce_{i}", "ALL_REDUCE", 1024, "0"))
+        else:
+            writer.write_node(comp_node(i, f"gemm_{i}", 7))
+    writer.close()
+    return out.getvalue()
+
+
+def _jsonized(data: bytes) -> bytes:
+    from tests.parsers.chakra.test_jsonizer import jsonize
+
+    return jsonize(data)
+
+
+def test_chakra_unknown_node_and_comm_types_are_kept_as_integers_with_warnings_in_both_readers() -> None:
+    from tests.parsers.chakra.test_et import parse_with
+    from tracekit.parsers.chakra import et as chakra_et
+    from tracekit.parsers.chakra import jsonizer as chakra_json
+
+    # 200 nodes are read node by node, 20,000 through the column-wise path: the same rows and warnings.
+    for nodes in (200, 20_000):
+        data = _fork_trace(nodes)
+        for module, payload in ((chakra_et, data), (chakra_json, _jsonized(data))):
+            parsed = parse_with(module, payload, "fork.0.et" if module is chakra_et else "fork.0.json")
+            kinds = {r["type"] for r in parsed.ops}
+            assert "NODE_TYPE_9" in kinds
+            forked = [r for r in parsed.collectives if r["comm_type"] == "COMM_TYPE_99"]
+            assert len(forked) == nodes // 100 and {r["in_bytes"] for r in forked} == {2048}
+            assert sum(r["comm_type"] == "ALL_REDUCE" for r in parsed.collectives) == nodes // 2
+            messages = {w.message.split(" ", 1)[0]: w for w in parsed.meta.warnings}
+            node_type, comm_type = messages["NodeType"], messages["comm_type"]
+            assert node_type.where == "node id 50" and "kept as NODE_TYPE_9" in node_type.message
+            assert f"({nodes // 100} values in this file)" in node_type.message, node_type.message
+            assert comm_type.where == "node id 100" and "kept as COMM_TYPE_99" in comm_type.message
+            assert f"({nodes // 100} values in this file)" in comm_type.message, comm_type.message
+
+
+def test_the_replay_skips_an_unknown_chakra_comm_type_with_a_note_naming_it(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in (0, 1):
+        (folder / f"fork.{rank}.et").write_bytes(_fork_trace(200))
+    out = tmp_path / "ds"
+    report = ingest([folder], out, job="job", workers=1)
+    assert report.ok, report.errors
+    with tracekit.open(out) as ds:
+        matched = load_job(ds, "job")
+    assert set(matched.collectives["comm_type"].to_list()) == {"ALL_REDUCE"}
+    assert any("with a comm_type the replay does not know, e.g. 'COMM_TYPE_99'" in n for n in matched.notes)

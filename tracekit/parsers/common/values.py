@@ -222,16 +222,22 @@ class Checker:
         self.meta = meta
         self._noted: dict[str, tuple[int, int, TraceWarning]] = {}  # field -> (index, count, first)
 
-    def note(self, field: str, problem: str, value: Any, where: str | None, outcome: str = "left null") -> None:
-        """Record that `field` was left null (or had `outcome`) because its `value` has `problem`."""
+    def note(
+        self, field: str, problem: str, value: Any, where: str | None, outcome: str = "left null", count: int = 1
+    ) -> None:
+        """Record that `field` was left null (or had `outcome`) because its `value` has `problem`
+        (`count` values alike at once: the first is the one named)."""
         seen = self._noted.get(field)
         if seen is None:
             warning = TraceWarning(f"{field} = {excerpt(value)} {problem}: {outcome}", where)
             self.meta.warnings.append(warning)
             self._noted[field] = (len(self.meta.warnings) - 1, 1, warning)
+            if count > 1:
+                self.meta.warnings[-1] = TraceWarning(f"{warning.message} ({count} values in this file)", where)
+                self._noted[field] = (len(self.meta.warnings) - 1, count, warning)
             return
-        index, count, first = seen
-        count += 1
+        index, total, first = seen
+        count += total
         self._noted[field] = (index, count, first)
         self.meta.warnings[index] = TraceWarning(f"{first.message} ({count} values in this file)", first.where)
 
