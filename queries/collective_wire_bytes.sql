@@ -15,7 +15,8 @@
 --          BROADCAST, REDUCE, GATHER, SCATTER   (n-1)/n * S   the (n-1)*S that ring and direct both put
 --                                          on the wire, spread evenly over the n ranks (the data model does
 --                                          not record the root, so the share of each rank is not known)
---          SEND  S;  RECV 0 (the sender carries the message);  BARRIER 0;  any group of one 0
+--          SEND, PUT  S (a put writes S into one peer's memory);  RECV 0 (the sender carries the
+--          message);  BARRIER, SIGNAL 0;  any group of one 0
 --          Summed over the n ranks of one collective, wire_bytes is what the ring or direct algorithm
 --          sends in total: 2(n-1)*S for an all-reduce, n(n-1)*S for an all-gather of S-byte shards.
 --          This is not in_bytes: an all-gather passes in only its shard but sends it n-1 times.
@@ -23,8 +24,8 @@
 select
     c.*,
     case
-        when c.comm_type = 'SEND' then cast(c.in_bytes as double)
-        when c.comm_type in ('RECV', 'BARRIER') then 0.0
+        when c.comm_type in ('SEND', 'PUT') then cast(c.in_bytes as double)
+        when c.comm_type in ('RECV', 'BARRIER', 'SIGNAL') then 0.0
         when c.group_size = 1 then 0.0
         when c.group_size < 1 then null  -- no group (a hand-edited dataset): unknown, never -inf
         when c.comm_type = 'ALL_REDUCE' then 2.0 * (c.group_size - 1) / c.group_size * c.in_bytes

@@ -72,8 +72,16 @@ COMM_TYPE_TABLE = (
     CommType("BARRIER", "Barrier", (9,), "barrier", "barrier"),
     CommType("SEND", "Send", (), None, "send"),
     CommType("RECV", "Recv", (), None, "recv"),
+    # One-sided, NCCL >= 2.28 (ncclPutSignal, ncclSignal; NCCL's names PutSignal, Signal) and torch's
+    # symm_mem nccl_put / nccl_put_with_signal: a put writes in_bytes into a peer's memory (bytes on the
+    # wire, like a send, with no receive), a signal only raises a flag there. WaitSignal, a local wait,
+    # is no communication (as `wait` is not). Chakra has no code for either.
+    CommType("PUT", "PutSignal", (), None, "put"),
+    CommType("SIGNAL", "Signal", (), None, "signal"),
 )
 COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
+# The one-sided types: a write into one peer's memory that no receive on the peer matches.
+ONE_SIDED = ("PUT", "SIGNAL")
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,12 @@ Conventions:
   When a rank has both a host trace (PyTorch ET) and a device trace (Kineto), their rows are
   linked into one (`source = 'linked'`): sizes from whichever carries them, timing from the
   profiler.
+- **Read, checked, and held by no column**: a profiler trace's `Comms Id` (PyTorch's hash of the
+  group, `Seq`, p2p or not, rank start, stride and group size: the key the row holds as
+  (pg_name, seq); checked as an unsigned 64-bit integer) and `Is asynchronized op`, as a PyTorch
+  ET's `is_asynchronized_op` (0 or 1: whether the op was issued async; checked as a flag). A bad
+  one is a warning on the file, nothing else. `Input Tensors start` / `Output Tensors start`
+  (tensor addresses) are bounded as every text is, not parsed.
 - A **PyTorch Flight Recorder** dump (pickle or JSON, `traces.format = 'flight_recorder'`) gives
   a `collectives` row per entry that is a collective (`source = 'flight_recorder'`): comm_type
   and dtype from `profiling_name` and `input_dtypes`, sizes from `input_sizes`/`output_sizes`,

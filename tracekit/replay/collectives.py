@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
 from tracekit.replay.placement import MAX_RANKS
-from tracekit.schema import COMM_TYPE_TABLE
+from tracekit.schema import COMM_TYPE_TABLE, ONE_SIDED
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,8 +42,9 @@ MAX_BYTES = 1 << 50
 # total, matrix cell and indicator summed from them fits int64 with room to spare.
 MAX_TOTAL_BYTES = 1 << 62
 P2P = ("SEND", "RECV")
-# The comm_types of the data model (tracekit.schema.COMM_TYPE_TABLE): a row of another one is skipped.
-COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE)
+# The comm_types of the data model (tracekit.schema.COMM_TYPE_TABLE) the replay models: a row of another
+# one is skipped, a one-sided put or signal (no receive to match, no algorithm) with a note of its own.
+COMM_TYPES = tuple(c.name for c in COMM_TYPE_TABLE if c.name not in ONE_SIDED)
 _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "
     "in_bytes, in_splits, out_splits, seq, start_us, duration_us"
@@ -116,17 +117,19 @@ def _valid_rows(job: str, rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     bad_peer = pl.col("comm_type").is_in(P2P) & (
         pl.col("peer").is_null() | (pl.col("peer") < 0) | (pl.col("peer") >= MAX_RANKS)
     )
-    bad_type = pl.col("comm_type").is_not_null() & ~pl.col("comm_type").is_in(COMM_TYPES)
+    one_sided = pl.col("comm_type").is_in(ONE_SIDED)
+    bad_type = pl.col("comm_type").is_not_null() & ~pl.col("comm_type").is_in(COMM_TYPES) & ~one_sided
     for expr, what in (
         (bad_rank, f"without a rank in 0..{MAX_RANKS - 1}"),
         (bad_size, f"with in_bytes outside 0..{MAX_BYTES}"),
         (bad_peer, "(send/recv) without a valid peer rank"),
+        (one_sided, "of one-sided puts or signals, which the replay does not model"),
         (bad_type, "with a comm_type the replay does not know"),
     ):
         bad = rows.filter(expr)
         if bad.height:
             first = bad.row(0, named=True)
-            kind = f" {first['comm_type']!r}" if expr is bad_type else ""
+            kind = f" {first['comm_type']!r}" if expr is bad_type or expr is one_sided else ""
             notes.append(
                 f"job {job}: skipped {bad.height} collectives row(s) {what}, e.g.{kind} {first['op_name']} "
                 f"(trace {first['trace_id']}, op {first['op_id']})"

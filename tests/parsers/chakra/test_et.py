@@ -415,10 +415,15 @@ def test_negative_and_float_integer_attributes() -> None:
     assert warning.message == "in_bytes = -1 is out of bounds [0, 4611686018427387904]: left null"
 
 
-def test_comm_type_outside_enum_gives_null_comm_type() -> None:
-    attrs = (attr_bytes("comm_type", "int64_val", 42), attr_bytes("comm_size", "int64_val", 8))
-    (row,) = parse_with(chakra_et, record(node_bytes(1, "?", 7, attrs=attrs))).collectives
-    assert row["comm_type"] is None and row["in_bytes"] == 8
+def test_comm_type_outside_enum_is_kept_as_its_integer_with_a_warning() -> None:
+    # astra-sim/chakra's et_def.proto @b8d2e8b9 adds INVALID_COMM_TYPE = 99 to CollectiveCommType.
+    for code in (42, 99):
+        attrs = (attr_bytes("comm_type", "int64_val", code), attr_bytes("comm_size", "int64_val", 8))
+        parsed = parse_with(chakra_et, record(node_bytes(1, "?", 7, attrs=attrs)))
+        (row,) = parsed.collectives
+        assert row["comm_type"] == f"COMM_TYPE_{code}" and row["in_bytes"] == 8
+        (warning,) = parsed.meta.warnings
+        assert warning.where == "node id 1" and f"kept as COMM_TYPE_{code}" in warning.message
 
 
 def test_coll_node_without_comm_type_is_not_a_collective() -> None:

@@ -32,7 +32,7 @@ def test_a_send_and_a_recv_take_their_comm_type_from_the_node_type_and_their_pee
     assert rules.PEER_ATTRS == {rules.COMM_SEND_NODE: rules.COMM_DST, rules.COMM_RECV_NODE: rules.COMM_SRC}
 
 
-def test_a_collective_needs_a_comm_type_code_and_keeps_an_unknown_one_as_null() -> None:
+def test_a_collective_needs_a_comm_type_code_and_keeps_an_unknown_one_as_its_integer() -> None:
     assert _row(_node(rules.COMM_COLL_NODE, comm_size=8)) is None  # an old converter's CPU-side c10d op
     assert not rules.gives_row(rules.COMM_COLL_NODE, None) and rules.gives_row(rules.COMM_SEND_NODE, None)
     assert _row(_node(rules.COMM_COLL_NODE, comm_type=et_def_pb2.ALL_REDUCE, comm_dst=4)) == {
@@ -40,7 +40,7 @@ def test_a_collective_needs_a_comm_type_code_and_keeps_an_unknown_one_as_null() 
         "peer": None,
         "in_bytes": None,
     }
-    assert _row(_node(rules.COMM_COLL_NODE, comm_type=999))["comm_type"] is None  # type: ignore[index]
+    assert _row(_node(rules.COMM_COLL_NODE, comm_type=999))["comm_type"] == "COMM_TYPE_999"  # type: ignore[index]
 
 
 def test_node_type_names_keep_unknown_numbers() -> None:

@@ -113,7 +113,9 @@ def collective_columns(buf: np.ndarray, nodes: NodeColumns, comm: list[int]) -> 
     bad_size = _outside(ROW_BOUNDS["in_bytes"], size, has_size, big_size)
     bad_rf_id = _outside(ROW_BOUNDS["rf_id"], rf_id, has_rf_id, big_rf_id)
     big_id = ids > np.uint64(ROW_BOUNDS["op_id"].high)
-    irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big)
+    # A code Chakra 0.0.4 does not name: the reference keeps it as its integer, with a warning.
+    unknown_code = coll & has_code & ~known
+    irregular = big_id | bad_peer | bad_size | bad_rf_id | (pg_kind == BYTES_VAL) | (pg_numeric & pg_big) | unknown_code
     typed = _Typed(buf, attrs, size, has_size & ~bad_size)
     irregular |= typed.irregular
     splits = _Splits(buf, attrs, records, rows & ~irregular, typed, name_offsets, name_bytes, label)

@@ -32,7 +32,7 @@ from tracekit.parsers.base import BatchSink, Source, TraceError, TraceMeta
 from tracekit.parsers.chakra.rows import NodeRows
 from tracekit.parsers.chakra.rules import EXTENSION_NODE_TYPES, INT_VARIANTS, NODE_TYPE_NAMES
 from tracekit.parsers.common.limits import MAX_OBJECT_CHARS, too_deep
-from tracekit.parsers.common.values import MAX_TEXT_CHARS, Checker, excerpt, too_long
+from tracekit.parsers.common.values import MAX_TEXT_CHARS, Checker, too_long
 
 FORMAT = "chakra_json"
 
@@ -183,7 +183,7 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
                 else:
                     node_type = obj.get("type")
                     if node_type.__class__ is str and node_type not in _NODE_TYPE_NAMES:
-                        obj["type"] = _extension_node_type(node_type, number, reader)
+                        obj["type"] = _extension_node_type(obj, node_type, number, rows.checker)
                     node = fast_node(obj)
                     rows.add(node if node is not None else _message(obj, et_def_pb2.Node(), number, reader))
             return rows.finish()
@@ -314,16 +314,19 @@ def _fast_io(obj: Any) -> Any:
     return _IOInfo(**obj)
 
 
-def _extension_node_type(name: str, number: int, reader: ObjectReader) -> int:
-    """The number of a NodeType name from a schema extension; TraceError for other names.
+def _extension_node_type(obj: dict[str, Any], name: str, number: int, checker: Checker) -> int:
+    """The number of a NodeType name from a schema extension; INVALID_NODE (0), with a warning
+    naming the node, for a name no schema tracekit knows gives (its number cannot be known).
 
     json_format would silently turn an unknown enum name into INVALID_NODE; the .et parser keeps
     unknown numbers, so names of known extensions are mapped back to their numbers instead.
     """
     if name in EXTENSION_NODE_TYPES:
         return EXTENSION_NODE_TYPES[name]
-    where = f"object {number} at {reader.place()}"
-    raise TraceError(f"object {number} has unknown NodeType {excerpt(name)}", where)
+    node_id = obj.get("id")
+    where = f"node id {node_id}" if node_id.__class__ in (str, int) and len(str(node_id)) < 24 else f"object {number}"
+    checker.note("NodeType name", "is not one of Chakra 0.0.4 or of a known fork", name, where, "read as INVALID_NODE")
+    return 0
 
 
 def _message(obj: dict[str, Any], message: Any, number: int, reader: ObjectReader) -> Any:

@@ -21,12 +21,15 @@ from tracekit.parsers.base import BatchSink, ProcessGroup, TraceError, TraceMeta
 from tracekit.parsers.chakra.collectives import CollectiveColumns, CollectivePieces, collective_columns
 from tracekit.parsers.chakra.columns import NodeColumns, gather
 from tracekit.parsers.chakra.rules import (
+    KNOWN_NODE_TYPES,
     METADATA_NODE,
+    NODE_TYPE_NAMES,
     SPECIAL_NODE_TYPES,
     TYPE_NAMES,
     attr_str,
     collective_row,
     node_where,
+    note_node_types,
 )
 from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.groups import merge_groups, read_process_groups
@@ -102,6 +105,10 @@ class NodeRows:
         self.meta.node_count += len(nodes)
         types = [n.type for n in nodes]
         self._untyped.add(len(nodes), types.count(0))  # raises once they are out of proportion
+        unknown = set(types).difference(NODE_TYPE_NAMES)
+        if unknown:
+            first = next(n for n in nodes if n.type in unknown)
+            note_node_types(self.checker, first.type, node_where(first), sum(t in unknown for t in types))
         try:
             columns = self._columns(nodes, types)
         except (OverflowError, pa.ArrowInvalid):
@@ -214,6 +221,10 @@ class NodeRows:
         try:
             untyped = findings.untyped
             self._untyped.add(high - low, int(untyped[high - 1] - (untyped[low - 1] if low else 0)))
+            unknown = np.flatnonzero(~np.isin(columns.types[low:high], KNOWN_NODE_TYPES))
+            if len(unknown):
+                first = low + int(unknown[0])
+                note_node_types(checker, int(columns.types[first]), f"node id {columns.ids[first]}", len(unknown))
             for i in findings.within(findings.bad_ids, low, high):
                 checker.bounded(int(columns.ids[i]), "op_id", INT64, f"node id {columns.ids[i]}")
             for field, bad, offsets, values in (

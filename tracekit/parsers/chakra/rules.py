@@ -9,15 +9,19 @@ trace gives identical rows in both formats and a fix is made once.
   does not start every op at clock zero. `duration_us` keeps 0 as 0.0: simulators replay
   `duration_micros` as written, and a zero-duration node (the converter forces `Optimizer.step` to
   0, synthetic collectives carry none) is still what the trace says. Unknown NodeType integers
-  (e.g. STORAGE_NODE=8 from an unmerged schema extension) are kept as "NODE_TYPE_8" (`TYPE_NAMES`).
+  (forks disagree: mlcommons/chakra PR #216 has STORAGE_NODE=8, BATCH_NODE=9, CHECKPOINT_NODE=10,
+  Keysight/chakra STORAGE_NODE=8, DATA_OP_NODE=9) are kept as "NODE_TYPE_9" (`TYPE_NAMES`), with a
+  warning naming the first such node (`note_node_types`); never a failure.
 * `collectives`: COMM_COLL_NODE carrying a `comm_type` attribute, COMM_SEND_NODE ("SEND") and
   COMM_RECV_NODE ("RECV") (`gives_row`, `comm_type`). A COMM_COLL_NODE without `comm_type` is an
   old converter's CPU-side c10d op (is_cpu_op=true), not a collective: it gets an `ops` row only.
-  A `comm_type` value outside CollectiveCommType still gives a row, with a null comm_type, so its
-  bytes are not lost. The `comm_type` attribute on SEND/RECV is ignored (the MSCCL converter writes
-  NodeType numbers there). The peer of a send is its `comm_dst`, of a recv its `comm_src`
-  (`PEER_ATTRS`). Integer attributes are read from whichever integer oneof variant the producer
-  used (`attr_int`); the last attribute of a name wins.
+  A `comm_type` code outside CollectiveCommType 0-9 (astra-sim/chakra's INVALID_COMM_TYPE = 99, a
+  fork's new collective) still gives a row, its comm_type kept as the integer, "COMM_TYPE_99", so
+  that neither its bytes nor what it was are lost, with a warning naming the first such node; the
+  replay skips such rows with a note naming the type. The `comm_type` attribute on SEND/RECV is
+  ignored (the MSCCL converter writes NodeType numbers there). The peer of a send is its
+  `comm_dst`, of a recv its `comm_src` (`PEER_ATTRS`). Integer attributes are read from whichever
+  integer oneof variant the producer used (`attr_int`); the last attribute of a name wins.
 * Element type and split sizes, where a comm node carries them as attributes named as PyTorch ET's
   comm attrs (Chakra's converter writes none; tracekit's generator does): `dtype` (a c10
   ScalarType name) gives `in_elems` = comm_size / its size (null when that does not divide) and, with
@@ -51,8 +55,9 @@ from tracekit.parsers.common.values import Checker
 NODE_TYPE_NAMES: dict[int, str] = {
     value.number: value.name for value in et_def_pb2.DESCRIPTOR.enum_types_by_name["NodeType"].values
 }
-# NodeType names of schema extensions not on Chakra main (PR #216, "Add storage operations").
-EXTENSION_NODE_TYPES = {"STORAGE_NODE": 8, "BATCH_NODE": 9, "CHECKPOINT_NODE": 10}
+# NodeType names of schema extensions not on Chakra main: PR #216 ("Add storage operations") and the
+# Keysight/chakra fork (schema/protobuf/et_def.proto @0e8de7ad), which gives 9 another name.
+EXTENSION_NODE_TYPES = {"STORAGE_NODE": 8, "BATCH_NODE": 9, "CHECKPOINT_NODE": 10, "DATA_OP_NODE": 9}
 METADATA_NODE: int = et_def_pb2.METADATA_NODE
 COMM_SEND_NODE: int = et_def_pb2.COMM_SEND_NODE
 COMM_RECV_NODE: int = et_def_pb2.COMM_RECV_NODE
@@ -71,6 +76,20 @@ class _TypeNames(dict[int, str]):
 
 
 TYPE_NAMES = _TypeNames(NODE_TYPE_NAMES)
+KNOWN_NODE_TYPES = tuple(sorted(NODE_TYPE_NAMES))
+
+
+def note_node_types(checker: Checker, node_type: int, where: str, count: int = 1) -> None:
+    """Warn of `count` nodes of NodeTypes Chakra 0.0.4 does not name, the first `node_type` at `where`."""
+    checker.note(
+        "NodeType",
+        "is not one of Chakra 0.0.4 (forks: 8 STORAGE_NODE, 9 BATCH_NODE or DATA_OP_NODE, 10 CHECKPOINT_NODE)",
+        node_type,
+        where,
+        f"kept as {TYPE_NAMES[node_type]}",
+        count,
+    )
+
 
 # ---------------------------------------------------------------------------------------------
 # Attributes
@@ -157,7 +176,14 @@ def comm_type(node_type: int, code: int | None) -> str | None:
     fixed = NODE_COMM_TYPES.get(node_type)
     if fixed is not None:
         return fixed
-    return CHAKRA_COMM_TYPES.get(code) if code is not None else None
+    if code is None:
+        return None
+    return CHAKRA_COMM_TYPES.get(code) or unknown_comm_type(code)
+
+
+def unknown_comm_type(code: int) -> str:
+    """The comm_type of a CollectiveCommType code Chakra 0.0.4 does not name: the integer, kept."""
+    return f"COMM_TYPE_{code}"
 
 
 def node_where(node: Any) -> str:
@@ -178,6 +204,8 @@ def collective_row(node: Any, node_type: int, checker: Checker) -> CollectiveRow
     in_bytes = _int_attr(attrs, COMM_SIZE)
     out_elems = _int_attr(attrs, OUT_ELEMS)
     where = node_where(node)
+    if code is not None and code not in CHAKRA_COMM_TYPES:
+        checker.note(COMM_TYPE, "is not a CollectiveCommType of Chakra 0.0.4 (0-9)", code, where, f"kept as {kind}")
     splits = {field: _splits(attrs, name, field, checker, where) for field, name in SPLIT_ATTRS.items()}
     split = any(name in attrs for name in SPLIT_ATTRS.values())
     in_splits, out_splits = splits["in_splits"], splits["out_splits"]

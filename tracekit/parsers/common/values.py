@@ -16,7 +16,10 @@ The bounds, and why:
 * element and byte counts in [0, 2**62] (4 EiB): beyond any real message, and a bound below the
   int64 columns' limit, so that a sum of a few counts cannot overflow what SQL adds up; a byte count
   computed from elements (up to 16 bytes each) is checked against it too;
-* ids, sequence numbers and record-function ids in the int64 range of their columns;
+* ids, sequence numbers and record-function ids in the int64 range of their columns; a hash id
+  PyTorch writes as a size_t (Kineto's `Comms Id`) in the uint64 range;
+* flags (Kineto's `Is asynchronized op`, the PyTorch ET's `is_asynchronized_op`): 0 or 1, true or
+  false, as a number, a boolean or a string;
 * times (microseconds) finite;
 * strings (`MAX_TEXT_CHARS`, 2**20 characters): the longest a reader takes from a node or an event,
   its name, an attribute or an argument (the longest in the public and sample traces: 2,266, an ET
@@ -66,6 +69,7 @@ RANK = Bound(0, MAX_RANKS - 1)
 SIZE = Bound(1, MAX_RANKS)
 COUNT = Bound(0, MAX_COUNT)
 INT64 = Bound(INT64_MIN, INT64_MAX)
+UINT64 = Bound(0, (1 << 64) - 1)
 
 # Bounds of the integer fields of a collective row; split lists hold counts, per peer.
 ROW_BOUNDS: dict[str, Bound] = {
@@ -98,6 +102,20 @@ def as_int(value: Any) -> int | None:
         return int(value) if value.is_integer() else None
     if isinstance(value, str) and _DECIMAL.fullmatch(value):
         return int(value)
+    return None
+
+
+_FLAGS = {"0": False, "1": True, "false": False, "true": True}
+
+
+def as_flag(value: Any) -> bool | None:
+    """A flag as files write it (`true`, `1`, `"1"`, `"true"`; their false forms); None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if value.__class__ is int:
+        return {0: False, 1: True}.get(value)
+    if isinstance(value, str) and len(value) <= 8:
+        return _FLAGS.get(value.strip().lower())
     return None
 
 
@@ -204,16 +222,22 @@ class Checker:
         self.meta = meta
         self._noted: dict[str, tuple[int, int, TraceWarning]] = {}  # field -> (index, count, first)
 
-    def note(self, field: str, problem: str, value: Any, where: str | None, outcome: str = "left null") -> None:
-        """Record that `field` was left null (or had `outcome`) because its `value` has `problem`."""
+    def note(
+        self, field: str, problem: str, value: Any, where: str | None, outcome: str = "left null", count: int = 1
+    ) -> None:
+        """Record that `field` was left null (or had `outcome`) because its `value` has `problem`
+        (`count` values alike at once: the first is the one named)."""
         seen = self._noted.get(field)
         if seen is None:
             warning = TraceWarning(f"{field} = {excerpt(value)} {problem}: {outcome}", where)
             self.meta.warnings.append(warning)
             self._noted[field] = (len(self.meta.warnings) - 1, 1, warning)
+            if count > 1:
+                self.meta.warnings[-1] = TraceWarning(f"{warning.message} ({count} values in this file)", where)
+                self._noted[field] = (len(self.meta.warnings) - 1, count, warning)
             return
-        index, count, first = seen
-        count += 1
+        index, total, first = seen
+        count += total
         self._noted[field] = (index, count, first)
         self.meta.warnings[index] = TraceWarning(f"{first.message} ({count} values in this file)", first.where)
 
@@ -243,6 +267,15 @@ class Checker:
             self.note(field, f"is out of bounds {_bounds_text(bound)}", value, where)
             return None
         return number
+
+    def flag(self, value: Any, field: str, where: str | None) -> bool | None:
+        """`value` as a flag (as_flag); None (with a warning) when it is not one."""
+        if value is None:
+            return None
+        flag = as_flag(value)
+        if flag is None:
+            self.note(field, "is not a flag (0, 1, true or false)", value, where)
+        return flag
 
     def bounded(self, value: int | None, field: str, bound: Bound, where: str | None) -> int | None:
         """An integer already read, checked against `bound`."""

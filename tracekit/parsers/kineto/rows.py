@@ -20,7 +20,7 @@ from tracekit.parsers.common.names import (
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_unnamed_group, peer_of_rank_arg
 from tracekit.parsers.common.rows import CollectiveRow
 from tracekit.parsers.common.sizes import is_uneven, split_sizes
-from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, as_int, elements
+from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, UINT64, Checker, as_int, elements
 from tracekit.parsers.kineto import args as arg
 from tracekit.parsers.kineto.decode import Event, Events, event_args
 from tracekit.parsers.kineto.events import Unit
@@ -218,6 +218,9 @@ def comm_fields(
         out_splits=out_splits or None,
         seq=check.integer(a.get(arg.SEQ), "seq", INT64, where),
     )
+    # No column holds these (tracekit.parsers.kineto.args, G5): checked so a bad one is warned.
+    check.integer(a.get(arg.COMMS_ID), arg.COMMS_ID, UINT64, where)
+    check.flag(a.get(arg.IS_ASYNC), arg.IS_ASYNC, where)
     if comm_type in PEER_TYPES:
         row.peer, guessed = _peer(ctx, comm_type, a, pg_name, where)
         if guessed:

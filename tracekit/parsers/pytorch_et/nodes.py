@@ -35,6 +35,9 @@ PG_NAME = "pg_name"
 PG_SIZE = "pg_size"
 RANK_START = "global_rank_start"
 RANK_STRIDE = "global_rank_stride"
+# PyTorch 2026+ (pytorch/pytorch#169416, execution_trace_observer.cpp getCommsNodeAttrs): "0" or "1",
+# whether the collective was issued async (a send passes true). No column holds it: checked as a flag.
+IS_ASYNC = "is_asynchronized_op"
 # Standard attrs of every node; in the 1.0.1 flat layout they are top-level keys.
 RF_ID = "rf_id"
 TID = "tid"

@@ -109,6 +109,7 @@ def rpc_row(cand: Candidate, groups: list[ProcessGroup], checker: Checker) -> Et
     elif comm_type in ROOT_TYPES:
         own_rank = None
 
+    checker.flag(attrs.get(attr.IS_ASYNC), attr.IS_ASYNC, where)
     start_us, duration_us = node.time(checker)
     row = CollectiveRow(
         op_id=node.id,
