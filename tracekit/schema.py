@@ -20,6 +20,7 @@ TABLES = (
     "process_groups",
     "collectives",
     "ops",
+    "observed_transfers",
     "runs",
     "collective_sizes",
     "collective_ranks",

@@ -62,8 +62,13 @@ def _file(path: Path) -> tuple[TraceMeta, list[dict[str, Any]]]:
 
 
 def _summary(path: Path) -> dict[str, Any]:
-    meta, rows = _file(path)
+    sink = MemorySink()
+    fmt, meta = read_trace(FileSource(path, str(path)), sink)
+    assert fmt == "nccl_inspector"
+    rows = sink.table("collectives").to_pylist()
+    observed = sink.table("observed_transfers").to_pylist()
     return {
+        "observed": [{k: v for k, v in row.items() if v is not None} for row in observed],
         "rank": meta.rank,
         "world_size": meta.world_size,
         "version": meta.schema_version,
@@ -259,3 +264,73 @@ def test_a_job_of_inspector_files_matches_its_collectives_across_ranks(tmp_path:
         where = f"pg_name = '{WORLD}' and op_name = 'AllReduce' and seq = 1"
         ranks = ds.sql(f"select count(distinct rank) from collectives where {where}").fetchall()
     assert ranks == [(4,)]
+
+
+# ------------------------------------------------------------------------------ observed_transfers
+
+
+def _observed(path: Path) -> tuple[TraceMeta, list[dict[str, Any]]]:
+    sink = MemorySink()
+    meta = parse(FileSource(path, str(path)), sink)
+    return meta, sink.table("observed_transfers").to_pylist()
+
+
+def test_final_proxy_ops_are_observed_transfers_with_their_parent() -> None:
+    _, rows = _observed(V43 / "node-a-pid4101.log")
+    assert [(r["channel"], r["peer"], r["direction"], r["bytes"], r["parent_type"], r["parent_seq"]) for r in rows] == [
+        (0, 3, "recv", 16777216, "coll", 1),
+        (1, 3, "recv", 16777216, "coll", 1),
+        (0, 2, "send", 8388608, "p2p", 1),
+    ]
+    # coll_sn 1 names the world's AllReduce, Broadcast and AllGather alike: no parent name; the Send's is one.
+    assert [r["parent_op"] for r in rows] == [None, None, "Send"]
+    first = rows[0]
+    assert (first["pg_name"], first["steps"], first["steps_completed"], first["steps_dropped"]) == (WORLD, 32, 32, 0)
+    assert (first["chunk_bytes"], first["start_us"], first["duration_us"], first["inferred"]) == (
+        524288, 1764700000002000.0, 640.0, []
+    )  # fmt: skip
+
+
+def test_proxy_records_that_are_not_final_are_counted_and_bad_ones_are_warnings() -> None:
+    marker = _line(header=HEADER, metadata={**METADATA, "inspector_output_format_version": "v4.3"},
+                   dump_stats={"coll_records": 0, "p2p_records": 0, "proxy_records": 3})  # fmt: skip
+    start = _line(proxy_trace={"record_type": "proxy_op_start", "parent_type": "coll", "parent_sn": 1})
+    bad = _line(proxy_trace={"record_type": "proxy_op", "parent_type": "coll", "parent_sn": 1, "channel_id": 10**6,
+                             "peer": 9, "direction": "both", "trans_size_bytes": -1, "n_steps": 1 << 40})  # fmt: skip
+    meta, rows = read(marker + start + bad + _line(proxy_trace=[1]))
+    sink = MemorySink()
+    parse(BytesSource((marker + start + bad).encode(), "x-pid1.log", "x-pid1.log"), sink)
+    observed = sink.table("observed_transfers").to_pylist()
+    assert len(observed) == 1
+    assert [observed[0][k] for k in ("channel", "peer", "direction", "bytes", "steps")] == [None] * 5
+    named = {w.message.split(" = ")[0]: w.where for w in meta.warnings}
+    for field in (
+        "proxy_trace.channel_id",
+        "proxy_trace.peer",
+        "proxy_trace.direction",
+        "proxy_trace.trans_size_bytes",
+    ):
+        assert named[field] == "line 3"
+    assert named["proxy_trace"] == "line 4"
+    assert any("no final proxy_op (proxy_op_start 1)" in w.message for w in meta.warnings)
+    assert rows == []
+
+
+def test_observed_transfers_ingest_with_their_rank_and_job(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(V43, job)
+    report = ingest([job], tmp_path / "ds", workers=1)
+    assert report.ok, report.errors
+    with tracekit.open(tmp_path / "ds") as ds:
+        rows = ds.sql(
+            "select job_id, rank, direction, sum(bytes)::bigint from observed_transfers group by all order by 2, 3"
+        ).fetchall()
+        held = ds.sql("select count(*) from observed_transfers where trace_id in (select trace_id from traces)")
+        assert held.fetchall() == [(5,)]
+    assert rows == [("job", 0, "recv", 33554432), ("job", 0, "send", 8388608), ("job", 1, "send", 33554432)]
+    again = ingest([job], tmp_path / "ds", workers=1)  # the same files again add nothing
+    assert again.ok
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.sql("select count(*) from observed_transfers").fetchall() == [(5,)]
+    files = sorted(p.name for p in (tmp_path / "ds" / "observed_transfers").glob("*.parquet"))
+    assert files and tracekit.verify(tmp_path / "ds").problems == []  # its Parquet files are recorded and check

@@ -38,10 +38,18 @@ The rows (`source = 'nccl_inspector'`), one per coll_perf or p2p_perf line of th
   thread wrote the line, not when the operation ran;
 * op_id = the line number.
 
-Algorithm, protocol and bandwidths have no column in `collectives` and are not kept; `proxy_trace`
-records are counted in a warning. What the file cannot hold is said in its warnings: operations
-below NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES (default 8,192 bytes) are never recorded; ring drops
-(`*_dropped_total`, the largest of each communicator's dumps, and overwritten proxy steps) lost
+`proxy_trace` records (v4.3, NCCL_INSPECTOR_ENABLE_PROXY=1) of type `proxy_op` (in nested output the
+final one, `is_final`, which carries the operation's totals) are `observed_transfers` rows: the
+communicator, the parent operation (`parent_type`, `parent_sn`, and its name when the file holds
+exactly one coll_perf/p2p_perf record of that kind, communicator and sequence number before it),
+`channel_id`, `peer` (global by the rule for p2p_peer), `direction`, `trans_size_bytes`, the step
+counts, `chunk_size_bytes`, `event_trace_ts.proxy_op_start_ts` and `total_us`; the others
+(`proxy_op_start`, `proxy_op_segment`, flat `proxy_step`) are counted in a warning.
+
+Algorithm, protocol and bandwidths have no column in `collectives` and are not kept. What the
+file cannot hold is said in its warnings: operations below NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES
+(default 8,192 bytes) are never recorded; ring drops (`*_dropped_total`, the largest of each
+communicator's dumps, and overwritten proxy steps) lost
 records; execution times timed on the CPU (`kernel_cpu`, `collective_cpu`) are not kernel times.
 
 A file's rank is the comm-local `rank` of the largest communicator the process belongs to (the
@@ -62,12 +70,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from tracekit.parsers.base import BatchSink, ProcessGroup, Source, TraceError, TraceMeta
+from tracekit.parsers.base import BatchSink, ProcessGroup, Source, TableBuffer, TraceError, TraceMeta
 from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.names import comm_type_of
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_group
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
-from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, excerpt
+from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Bound, Checker, excerpt
 from tracekit.parsers.nccl_collectives import model_sizes
 
 FORMAT = "nccl_inspector"
@@ -86,6 +94,12 @@ _LOSSES = ("_dropped_total", "_overwritten_total")
 _LOSS_CAP = 64  # loss counters remembered per file
 # ncclFuncToString (inspector.cc) spells all-to-all `All2All`, which the name rulebook's stems do not start.
 _SPELLINGS = {"All2All": "AllToAll"}
+OBSERVED = "observed_transfers"
+MAX_PARENTS = 1 << 18  # (communicator, kind, sn) -> operation name, remembered to name a transfer's parent
+_AMBIGUOUS = ""
+_PARENT_KIND = {"coll_perf": "coll", "p2p_perf": "p2p"}
+_CHANNEL_BOUND = Bound(0, 1023)  # NCCL's MAXCHANNELS is 64 (128 on newer parts): room to spare
+_STEPS_BOUND = Bound(0, (1 << 31) - 1)  # int32 columns
 
 
 @dataclass
@@ -140,12 +154,16 @@ class _File:
     losses: dict[tuple[str, str], int] = field(default_factory=dict)  # (comm, counter) -> largest
     pxn_skipped: int = 0
     timed: bool = False  # some row has a start time
+    observed: TableBuffer | None = None
+    parents: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    transfers: int = 0
+    not_final: dict[str, int] = field(default_factory=dict)  # proxy record types that are no final proxy_op
 
 
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Inspector file (see the module docstring): a collectives row per coll_perf or p2p_perf line."""
     meta = TraceMeta(format=FORMAT)
-    state = _File(Checker(meta))
+    state = _File(Checker(meta), observed=TableBuffer(OBSERVED, sink, flush_rows=8192))
     buffer = CollectiveBuffer(sink)
     number = 0
     with source.open() as stream:
@@ -155,6 +173,8 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
                 buffer.append(finished(row, state.checker, f"line {number}"))
                 state.rows += 1
     buffer.flush()
+    if state.observed is not None:
+        state.observed.flush()
     if state.dump is not None:
         _close(state, meta, None)
     if not state.records and not state.comms:
@@ -213,8 +233,12 @@ def _line(state: _File, raw: bytes, number: int) -> CollectiveRow | None:
     state.records += 1
     if kind == "proxy_trace":
         state.proxy += 1
+        _transfer(state, record[kind], context, number)
         return None
-    return _row(state, kind, record[kind], context, number)
+    row = _row(state, kind, record[kind], context, number)
+    if row is not None and row.pg_name is not None and row.seq is not None:
+        _remember_parent(state, (row.pg_name, _PARENT_KIND[kind], row.seq), row.op_name or "")
+    return row
 
 
 def _dump_context(state: _File, kind: str, number: int) -> _Context | None:
@@ -396,6 +420,83 @@ def _row(state: _File, kind: str, perf: Any, context: _Context, number: int) -> 
     return row
 
 
+def _remember_parent(state: _File, key: tuple[str, str, int], op: str) -> None:
+    """The operation a (communicator, kind, sequence number) names: coll_sn counts per collective
+    type, so two collectives of one communicator can share it, and then it names none."""
+    held = state.parents.get(key)
+    if held is None:
+        if len(state.parents) < MAX_PARENTS:
+            state.parents[key] = op
+    elif held != op:
+        state.parents[key] = _AMBIGUOUS
+
+
+def _transfer(state: _File, record: Any, context: _Context, number: int) -> None:
+    """An observed_transfers row of a final `proxy_op` record; other proxy records are counted."""
+    check = state.checker
+    where = f"line {number}"
+    if not isinstance(record, dict):
+        check.note("proxy_trace", "is not an object", record, where, "record not read")
+        return
+    kind = record.get("record_type")
+    if kind != "proxy_op":
+        key = kind[:32] if isinstance(kind, str) else "?"
+        if key in state.not_final or len(state.not_final) < MAX_NAMES:
+            state.not_final[key] = state.not_final.get(key, 0) + 1
+        return
+    comm = context.comm
+    nranks = comm.nranks if comm is not None else None
+    parent_type = record.get("parent_type")
+    parent_type = parent_type if parent_type in ("coll", "p2p") else None
+    parent_seq = check.integer(record.get("parent_sn"), "proxy_trace.parent_sn", INT64, where)
+    parent_op = None
+    if comm is not None and parent_type is not None and parent_seq is not None:
+        parent_op = state.parents.get((comm.comm_id, parent_type, parent_seq)) or None
+    direction = record.get("direction")
+    if direction not in ("send", "recv"):
+        if direction is not None:
+            check.note("proxy_trace.direction", "is neither send nor recv", direction, where)
+        direction = None
+    channel = check.integer(record.get("channel_id"), "proxy_trace.channel_id", _CHANNEL_BOUND, where)
+    local = check.integer(record.get("peer"), "proxy_trace.peer", RANK, where)
+    if local is not None and nranks is not None and local >= nranks:
+        check.note("proxy_trace.peer", f"is not below n_ranks {nranks}", local, where)
+        local = None
+    inferred: list[str] = []
+    peer = local
+    if local is not None and (nranks is None or nranks < state.largest):
+        inferred.append("peer")
+    trace = record.get("event_trace_ts")
+    start = trace.get("proxy_op_start_ts") if isinstance(trace, dict) else None
+    assert state.observed is not None
+    state.observed.append(
+        {
+            "record_id": number,
+            "pg_name": comm.comm_id if comm is not None else None,
+            "parent_type": parent_type,
+            "parent_op": parent_op,
+            "parent_seq": parent_seq,
+            "proxy_op_seq": check.integer(record.get("proxy_op_sn"), "proxy_trace.proxy_op_sn", INT64, where),
+            "channel": channel,
+            "peer": peer,
+            "direction": direction,
+            "bytes": check.integer(record.get("trans_size_bytes"), "proxy_trace.trans_size_bytes", COUNT, where),
+            "steps": check.integer(record.get("n_steps"), "proxy_trace.n_steps", _STEPS_BOUND, where),
+            "steps_completed": check.integer(
+                record.get("n_steps_completed"), "proxy_trace.n_steps_completed", _STEPS_BOUND, where
+            ),
+            "steps_dropped": check.integer(
+                record.get("n_steps_dropped"), "proxy_trace.n_steps_dropped", _STEPS_BOUND, where
+            ),
+            "chunk_bytes": check.integer(record.get("chunk_size_bytes"), "proxy_trace.chunk_size_bytes", COUNT, where),
+            "start_us": check.time(start, "proxy_trace.event_trace_ts.proxy_op_start_ts", where),
+            "duration_us": check.time(record.get("total_us"), "proxy_trace.total_us", where),
+            "inferred": inferred,
+        }
+    )
+    state.transfers += 1
+
+
 def _comm_type(state: _File, op: str) -> str | None:
     if op in state.comm_types:
         return state.comm_types[op]
@@ -449,8 +550,12 @@ def _finish(state: _File, meta: TraceMeta) -> None:
     if state.not_collectives:
         listed = ", ".join(f"{op} {n:,}" for op, n in sorted(state.not_collectives.items())[:8])
         meta.warn(f"{sum(state.not_collectives.values()):,} records of operations that are no collective ({listed})")
-    if state.proxy:
-        meta.warn(f"{state.proxy:,} proxy_trace records (per-channel network transfers) not stored")
+    if state.not_final:
+        listed = ", ".join(f"{k} {n:,}" for k, n in sorted(state.not_final.items()))
+        meta.warn(
+            f"proxy_trace records that are no final proxy_op ({listed}): not rows of observed_transfers (a final "
+            "proxy_op carries the operation's totals; one not yet final when the file ends is missing)"
+        )
     if state.comms_over:
         meta.warn(f"more than {MAX_COMMS:,} communicators: {state.comms_over:,} records of the others not read")
     if len(state.versions) > 1:
