@@ -168,7 +168,7 @@ def test_a_plugin_is_listed_and_offered(toy_plugin: dict[str, str]) -> None:
         [sys.executable, "-m", "tracekit", "ingest", "--help"],
         capture_output=True, text=True, env={**toy_plugin, "COLUMNS": "200"}, timeout=300,
     ).stdout  # fmt: skip
-    assert "chakra_et, chakra_json, flight_recorder, kineto, nccl_log, pytorch_et, toy" in " ".join(
+    assert "chakra_et, chakra_json, flight_recorder, kineto, nccl_inspector, nccl_log, pytorch_et, toy" in " ".join(
         ingest_help.replace("│", " ").split()
     )
     assert "ring, tree, star wherever it applies" in help_text

@@ -123,6 +123,40 @@ OpsRow = TypedDict(
 )
 
 
+# observed_transfers: One row per network transfer a communication library observed: an NCCL Inspector
+# `proxy_trace` record of type `proxy_op` (NCCL_INSPECTOR_ENABLE_PROXY=1, JSON v4.3+), what one
+# channel of one rank's proxy sent to or received from one peer for one collective or point-to-point
+# operation. Only traffic through NCCL's proxy (the network) is recorded; PXN operations of another
+# process are skipped (the trace's warnings count them). Compare with the replay's flows: `tracekit
+# replay JOB --compare-observed`.
+ObservedTransfersRow = TypedDict(
+    "ObservedTransfersRow",
+    {
+        "job_id": str | None,
+        "rank": int | None,
+        "trace_id": str | None,
+        "record_id": int | None,
+        "pg_name": str | None,
+        "parent_type": str | None,
+        "parent_op": str | None,
+        "parent_seq": int | None,
+        "proxy_op_seq": int | None,
+        "channel": int | None,
+        "peer": int | None,
+        "direction": str | None,
+        "bytes": int | None,
+        "steps": int | None,
+        "steps_completed": int | None,
+        "steps_dropped": int | None,
+        "chunk_bytes": int | None,
+        "start_us": float | None,
+        "duration_us": float | None,
+        "inferred": list[str] | None,
+    },
+    total=False,
+)
+
+
 # runs: One row per ingest run that committed.
 RunsRow = TypedDict(
     "RunsRow",

@@ -20,6 +20,7 @@ TABLES = (
     "process_groups",
     "collectives",
     "ops",
+    "observed_transfers",
     "runs",
     "collective_sizes",
     "collective_ranks",
@@ -207,6 +208,16 @@ Conventions:
   group_size from nranks, peer from a send's or recv's root; `process_groups` from the `comm ...
   rank ... nRanks` and `Init COMPLETE` lines, the rank its rank in its largest communicator, the
   world size that communicator's. No times: beside a trace of the same rank its rows are not counted.
+- An **NCCL Inspector** file (NCCL's profiler plugin, JSON lines v4.0 to v4.3, `traces.format =
+  'nccl_inspector'`) gives a `collectives` row per `coll_perf` and `p2p_perf` record (`source =
+  'nccl_inspector'`, op_id its line number; a v4.3 bare record takes its communicator from the
+  `dump_stats` marker before it): comm_type from `coll`/`p2p`, in_bytes/out_bytes from
+  `coll_msg_size_bytes` (NCCL's per-rank count x type size) by the NCCL log's rule, no dtype or
+  elements, seq from `coll_sn` (counted per collective type), pg_name the communicator id
+  (`header.id`), group_size from `n_ranks`, peer from `p2p_peer`, duration_us the execution time,
+  start_us verbose output's `event_trace_ts` (the wall clock); `process_groups` one per
+  communicator (pg_desc its `comm_name`), the rank its rank in its largest communicator, the world
+  size that communicator's. Algorithm, protocol and bandwidths are not kept.
 - Times are microseconds on the trace's own clock (a Flight Recorder's is the wall clock, µs since
   the Unix epoch); timestamps are UTC.
 """

@@ -145,7 +145,7 @@ def mutate(seed: Seed, corpus: list[Seed], rng: random.Random) -> Mutant:
             operators += [_json_stream] * (2 * len(_BYTE_OPS))
         elif seed.format == "chakra_et":
             operators += [_et_records] * (2 * len(_BYTE_OPS))
-        elif seed.format == "nccl_log":
+        elif seed.format in ("nccl_log", "nccl_inspector"):  # line-oriented: numbers, lines moved, cut, repeated
             operators += [_log_lines] * (2 * len(_BYTE_OPS))
         op = rng.choice(operators)
         data = op(mutant.data, rng, mutant.steps, corpus)

@@ -12,9 +12,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 PUBLIC = ROOT.parent / "shared" / "traces" / "public"
-FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto", "flight_recorder", "nccl_log")
+FORMATS = ("chakra_et", "chakra_json", "pytorch_et", "kineto", "flight_recorder", "nccl_log", "nccl_inspector")
 # NCCL INFO logs: the parser tests' fixtures (real excerpts and a job in NCCL 2.21.5's line formats).
 NCCL_LOGS = ROOT / "tests" / "parsers" / "nccl_log"
+# NCCL Inspector JSON lines: the parser tests' fixtures (v4.0 and v4.3 dumps, a torn dump, NVIDIA's records).
+INSPECTOR = ROOT / "tests" / "parsers" / "nccl_inspector"
 # Seeds are cut to about this many JSON list items (nodes, traceEvents) so that one input parses in
 # milliseconds and a campaign covers many mutations; the cut keeps every communication entry.
 MAX_ITEMS = 600
@@ -98,7 +100,7 @@ def load_seeds(seed: int = 0) -> list[Seed]:
     rng = random.Random(seed)
     files: list[tuple[str, bytes]] = []
     dumps = sorted(SAMPLES.glob("flight_recorder/*/nccl_trace_rank_*"))  # Flight Recorder: pickle and JSON
-    logs = sorted(NCCL_LOGS.rglob("*.log"))
+    logs = sorted(NCCL_LOGS.rglob("*.log")) + sorted(INSPECTOR.rglob("*.log"))
     for path in sorted(SAMPLES.glob("captured/*/*.json.gz")) + sorted(SAMPLES.glob("chakra/*/*.et")) + dumps + logs:
         files.append((f"{path.parent.name}/{path.name}", _read(path)))
     for path in sorted(SAMPLES.glob("fleet/*.tgz"))[:FLEET_JOBS]:  # generated jobs: rank 0 of each

@@ -73,15 +73,20 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     sys.modules.pop("tracekit.parsers.formats.toy", None)
 
 
-def test_the_registry_holds_the_six_formats_with_todays_sniff_order() -> None:
-    assert set(format_names()) == {"chakra_et", "chakra_json", "flight_recorder", "kineto", "nccl_log", "pytorch_et"}
-    assert [p.name for p in sniff_order("json")] == ["kineto", "flight_recorder", "chakra_json", "pytorch_et"]
+def test_the_registry_holds_the_seven_formats_with_todays_sniff_order() -> None:
+    assert set(format_names()) == {
+        "chakra_et", "chakra_json", "flight_recorder", "kineto", "nccl_inspector", "nccl_log", "pytorch_et"
+    }  # fmt: skip
+    assert [p.name for p in sniff_order("json")] == [
+        "nccl_inspector", "kineto", "flight_recorder", "chakra_json", "pytorch_et"
+    ]  # fmt: skip
     assert [p.name for p in sniff_order("binary")] == ["nccl_log", "chakra_et", "flight_recorder"]
     assert {name: role_of(name) for name in format_names()} == {
         "chakra_et": "graph",
         "chakra_json": "graph",
         "flight_recorder": "log",
         "kineto": "device",
+        "nccl_inspector": "log",
         "nccl_log": "log",
         "pytorch_et": "host",
     }

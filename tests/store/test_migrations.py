@@ -156,7 +156,7 @@ def test_an_upgraded_dataset_keeps_its_rollups_in_step_with_the_rule(tmp_path: P
 def test_a_dataset_of_a_later_format_is_refused_in_one_line(tmp_path: Path) -> None:
     dataset = _fixture(LATEST_FIXTURE, tmp_path)
     con = duckdb.connect(str(dataset / "tracekit.duckdb"))
-    con.execute(f"create table dataset_format as select {dataset_format.FORMAT + 1} as format")
+    con.execute(f"create or replace table dataset_format as select {dataset_format.FORMAT + 1} as format")
     con.close()
     with pytest.raises(DatasetError, match="written by a later tracekit") as refused:
         tracekit.open(dataset).summary()
@@ -220,7 +220,7 @@ def test_a_dataset_format_table_without_a_format_number_is_refused_in_one_line(t
     """Found by the dataset fuzzer: an emptied dataset_format ended a reader on an AssertionError."""
     dataset = _fixture(LATEST_FIXTURE, tmp_path)
     con = duckdb.connect(str(dataset / "tracekit.duckdb"))
-    con.execute(f"create table dataset_format as select {dataset_format.FORMAT} as format")
+    con.execute(f"create or replace table dataset_format as select {dataset_format.FORMAT} as format")
     con.execute(change)
     con.close()
     with pytest.raises(DatasetError, match="holds no format number") as refused:
@@ -235,7 +235,7 @@ def test_every_older_dataset_verifies_as_it_was_written(tmp_path: Path, n: int) 
     assert tracekit.verify(_fixture(n, tmp_path)).problems == []
 
 
-@pytest.mark.parametrize("n", [5, 6, LATEST_FIXTURE])
+@pytest.mark.parametrize("n", [5, 6, 9])  # the formats before file checksums (10)
 def test_an_older_dataset_verifies_with_one_note_and_the_upgrading_run_records_its_files(
     tmp_path: Path, n: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -340,7 +340,7 @@ def _collective(log: _Log, m: re.Match[str], process: Process, device: int, numb
         if log.last_opcount.get(pg_name) == seq:
             log.shared_opcount += 1
         log.last_opcount[pg_name] = seq
-    in_elems, out_elems = _elements(comm_type, count, nranks)
+    in_elems, out_elems = model_sizes(comm_type, count, nranks)
     row = CollectiveRow(
         op_id=number,
         comm_type=comm_type,
@@ -374,8 +374,10 @@ def _number(check: Checker, text: str, field: str, bound: Bound, where: str, bas
     return None
 
 
-def _elements(comm_type: str, count: int | None, nranks: int | None) -> tuple[int | None, int | None]:
-    """(in_elems, out_elems) of a collective of NCCL's per-rank `count` (the module docstring)."""
+def model_sizes(comm_type: str, count: int | None, nranks: int | None) -> tuple[int | None, int | None]:
+    """(in, out) sizes by the data model's convention of a collective of NCCL's per-rank `count`
+    (the module docstring): in elements, or in bytes for a count of bytes (NCCL Inspector's
+    `coll_msg_size_bytes`, count x type size)."""
     if count is None:
         return None, None
     whole = count * nranks if nranks is not None else None
@@ -489,4 +491,4 @@ def _describe(member: Member | None, ranks: dict[Member, int]) -> str:
     return f"rank {rank} ({where})" if rank is not None else where
 
 
-__all__ = ["DATATYPES", "FORMAT", "MAX_LINE", "MAX_RANKS", "parse"]
+__all__ = ["DATATYPES", "FORMAT", "MAX_LINE", "MAX_RANKS", "model_sizes", "parse"]

@@ -222,6 +222,7 @@ _REPLACED_TRACE = "trace_id IN (SELECT trace_id FROM replaced_traces)"
 _REPLACED_ROWS = {
     "collectives": f"({_REPLACED_TRACE} OR coalesce(linked_trace_id IN (SELECT trace_id FROM replaced_traces), false))",
     "ops": _REPLACED_TRACE,
+    "observed_transfers": _REPLACED_TRACE,
 }
 
 
@@ -294,7 +295,7 @@ def _finished_rows(table: str, staged: list[str]) -> str | None:
     size of their process group (or, naming none, their file's) where they record none, noted in
     `inferred`, plus the collectives finished already (linked host and device traces)."""
     columns = ", ".join(f'"{name}"' for name in arrow_schema(table).names)
-    if table == "ops":
+    if table != "collectives":
         if not staged:
             return None
         return (

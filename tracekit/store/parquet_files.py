@@ -31,11 +31,12 @@ if TYPE_CHECKING:
     import duckdb
 
 # Tables whose rows the parse workers stage, and the commit finishes and appends.
-STAGED_TABLES = ("collectives", "ops")
+STAGED_TABLES = ("collectives", "ops", "observed_transfers")
 REWRITTEN_TABLES = ("jobs", "process_groups", "runs")
 ORDER = {
     "collectives": "job_id, rank, trace_id, op_id",
     "ops": "job_id, rank, trace_id, op_id",
+    "observed_transfers": "job_id, rank, trace_id, record_id",
     "traces": "job_id, rank, path",
     "jobs": "job_id",
     "process_groups": "job_id, pg_name",

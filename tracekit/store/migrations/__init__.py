@@ -25,6 +25,7 @@ from tracekit.store.migrations import (
     m008_replay_tables,
     m009_switch_bytes,
     m010_written_files,
+    m011_observed_transfers,
 )
 from tracekit.store.migrations.context import DB, Presentation, Upgrade
 
@@ -41,6 +42,7 @@ STEPS: tuple[ModuleType, ...] = (
     m008_replay_tables,
     m009_switch_bytes,
     m010_written_files,
+    m011_observed_transfers,
 )
 assert [s.FORMAT for s in STEPS] == list(range(2, dataset_format.FORMAT + 1)), "one step per format, in order"
 
