@@ -269,6 +269,54 @@ def test_an_untimed_log_beside_a_timed_log_of_the_same_rank_is_not_counted_twice
         (1, "nccl_log"): 1,  # no dump of rank 1: its lines are its only record
     }
     assert notes == {
-        "log": "5 entries not counted: a log of the same rank with times (flight_recorder) records the rank's "
+        "log": "5 entries not counted: a log of the same rank (flight_recorder) records the rank's "
+        "collectives, and these carry no time to tell which of them it holds"
+    }
+
+
+def test_a_log_whose_entries_are_partly_timed_keeps_all_of_them() -> None:
+    # NCCL Inspector gives a time only to the records of verbose output: one file's untimed records
+    # were dropped as if a timed log of the rank held them, the timed log being the same file.
+    formats = {"insp": "nccl_inspector"}
+    timed = [_entry(i, "ALL_REDUCE", 1e9 + i, seq=1 + i, trace_id="insp", source="nccl_inspector") for i in range(2)]
+    untimed = [
+        _entry(2 + i, "ALL_GATHER", 0.0, seq=1 + i, trace_id="insp", source="nccl_inspector", start_us=None)
+        for i in range(3)
+    ]
+    linked, notes = link_logs(_frame(timed + untimed), formats, {})
+    assert linked.height == 5 and notes == {}
+
+
+def test_a_timed_log_beside_a_better_log_of_the_rank_keeps_only_what_that_log_did_not_record() -> None:
+    # A Flight Recorder dump holds the rank's last collectives (PyTorch's groups and sequence ids);
+    # an Inspector file of the same rank holds all of the run's, under NCCL's communicator ids: its
+    # records of the dump's span are the dump's entries, the ones before it are not in the dump.
+    formats = {"dump": "flight_recorder", "insp": "nccl_inspector"}
+    dump = [_entry(i, "ALL_REDUCE", 1e9 + 100 * i, seq=10 + i) for i in range(3)]
+    insp = [
+        _entry(i, "ALL_REDUCE", 1e9 - 1000 + 100 * i, seq=1 + i, trace_id="insp", source="nccl_inspector", pg_name="c")
+        for i in range(13)
+    ]  # 10 before the dump's first entry, 3 within its span
+    linked, notes = link_logs(_frame(dump + insp), formats, {})
+    assert Counter(linked["source"].to_list()) == {"flight_recorder": 3, "nccl_inspector": 10}
+    assert notes == {
+        "insp": "3 entries not counted: they were recorded while a log of the same rank (flight_recorder) was, "
+        "which holds them"
+    }
+
+
+def test_an_untimed_log_beside_an_untimed_better_log_of_the_rank_is_not_counted_twice() -> None:
+    # Inspector without verbose output and an NCCL INFO log of one rank: neither carries a time, and
+    # both hold the rank's collectives (NCCL's own communicators and counters, but counted apart).
+    formats = {"insp": "nccl_inspector", "log": "nccl_log"}
+    insp = [
+        _entry(i, "ALL_REDUCE", 0.0, seq=1 + i, trace_id="insp", source="nccl_inspector", start_us=None)
+        for i in range(4)
+    ]
+    lines = [_entry(i, "ALL_REDUCE", 0.0, seq=i, trace_id="log", source="nccl_log", start_us=None) for i in range(5)]
+    linked, notes = link_logs(_frame(insp + lines), formats, {})
+    assert Counter(linked["source"].to_list()) == {"nccl_inspector": 4}
+    assert notes == {
+        "log": "5 entries not counted: a log of the same rank (nccl_inspector) records the rank's "
         "collectives, and these carry no time to tell which of them it holds"
     }

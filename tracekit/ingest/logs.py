@@ -23,10 +23,13 @@ steps someone chose to profile; the two overlap where the profiler was on. The r
   without baseTimeNanoseconds) cannot place the entries, nor can a trace's clock place an entry of
   no time (an NCCL INFO log's lines carry none) unless its group and sequence id do: the trace's
   rows stand, the log's rows of that rank are dropped, and the log's `traces.warnings` says how many.
-* An entry of no time beside a log of the same rank that has times (an NCCL INFO log beside a Flight
-  Recorder dump) is placed by nothing either (the NCCL log's communicators and opCounts are not
-  PyTorch's groups and sequence ids): the timed log's entries stand, the untimed log's rows of that
-  rank are dropped, and its `traces.warnings` says how many.
+* Several logs of one rank (a Flight Recorder dump, an NCCL Inspector file, an NCCL INFO log) record
+  the same collectives under different keys (NCCL's communicators and counters are not PyTorch's
+  groups and sequence ids), so nothing pairs their entries. The log of lowest `log_precedence` (its
+  parser says: Flight Recorder, then Inspector, then the NCCL log) stands; another log's entry
+  recorded within the standing log's span of time (first entry to end of last), or one that no time
+  places, is not counted, and its log's `traces.warnings` says how many; an entry placed outside the
+  span (Inspector's records of the steps before a dump's ring buffer begins) stays a row of its own.
 
 So counting a job's collectives never counts one twice, whatever sources of a rank it holds.
 """
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tracekit.parsers.formats import role_of
+from tracekit.parsers.formats import log_precedence, role_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -84,7 +87,7 @@ def link_logs(
     if not logs:
         return frame, {}
     is_log = pl.col("trace_id").is_in(logs)
-    entries, notes = _untimed_beside_timed(_one_per_entry(frame.filter(is_log), logs), formats)
+    entries, notes = _best_log_stands(_one_per_entry(frame.filter(is_log), logs), formats)
     traced = frame.filter(~is_log)
     ranks = set(entries["rank"].drop_nulls().to_list()) & set(traced["rank"].drop_nulls().to_list())
     if not ranks:
@@ -114,29 +117,57 @@ def _entries(count: int) -> str:
     return f"{count:,} entr{'y' if count == 1 else 'ies'}"
 
 
-def _untimed_beside_timed(
-    entries: pl.DataFrame, formats: Mapping[str, str | None]
-) -> tuple[pl.DataFrame, dict[str, str]]:
-    """The entries without the untimed ones (an NCCL log's lines) of a rank a log with times (a Flight
-    Recorder dump) also records: nothing tells which of the timed log's entries they are (the NCCL
-    log's groups and opCounts are not PyTorch's), so, as beside a trace, they are not counted; and a
-    note per log so cut."""
+def _best_log_stands(entries: pl.DataFrame, formats: Mapping[str, str | None]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The entries without those of a rank's other logs that its best log (lowest
+    Parser.log_precedence) holds: an entry recorded within the best log's span of time, or one that no
+    time places (nothing else ties two libraries' records: NCCL's communicators and counters are not
+    PyTorch's groups and sequence ids); and a note per log so cut."""
     import polars as pl
 
-    timed = entries.filter(pl.col("rank").is_not_null() & pl.col("start_us").is_not_null())
-    by_rank: dict[int, set[str]] = {}
-    for rank, trace_id in timed.select("rank", "trace_id").unique().iter_rows():
-        by_rank.setdefault(rank, set()).add(str(formats.get(trace_id)))
-    beside = pl.col("start_us").is_null() & pl.col("rank").is_in(sorted(by_rank))
-    dropped = entries.filter(beside)
-    notes = {}
-    for trace_id, rows in dropped.group_by("trace_id", maintain_order=True):
-        kinds = sorted({f for rank in rows["rank"].unique().to_list() for f in by_rank[rank]})
-        notes[str(trace_id[0])] = (
-            f"{_entries(rows.height)} not counted: a log of the same rank with times ({', '.join(kinds)}) records "
-            "the rank's collectives, and these carry no time to tell which of them it holds"
+    precedence = {t: log_precedence(f) for t, f in formats.items()}
+    marked = entries.with_columns(
+        pl.col("trace_id").replace_strict(precedence, default=1 << 16, return_dtype=pl.Int64).alias("_precedence")
+    )
+    ranked = marked.filter(pl.col("rank").is_not_null())
+    best = ranked.group_by("rank").agg(pl.col("_precedence").min().alias("_best"))
+    spans = (
+        ranked.join(best, on="rank")
+        .filter(pl.col("_precedence") == pl.col("_best"))
+        .group_by("rank")
+        .agg(
+            pl.col("start_us").min().alias("_from"),
+            (pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max().alias("_to"),
+            pl.col("trace_id").unique().alias("_best_logs"),
         )
-    return entries.filter(~beside), notes
+    )
+    marked = marked.join(best, on="rank", how="left").join(spans, on="rank", how="left")
+    lower = pl.col("_precedence") > pl.col("_best")
+    timed = pl.col("start_us").is_not_null()
+    within = timed & pl.col("start_us").is_between(pl.col("_from"), pl.col("_to"))
+    placed_outside = timed & pl.col("_from").is_not_null() & ~within
+    cut = marked.filter(lower.fill_null(False) & ~placed_outside)
+    notes: dict[str, str] = {}
+    for (trace_id,), rows in cut.group_by("trace_id", maintain_order=True):
+        kinds = ", ".join(sorted({str(formats.get(t)) for logs in rows["_best_logs"] for t in logs}))
+        reasons = []
+        if (count := rows.filter(within).height) > 0:
+            reasons.append(
+                f"{_entries(count)} not counted: they were recorded while a log of the same rank ({kinds}) was, "
+                "which holds them"
+            )
+        if (count := rows.filter(~timed).height) > 0:
+            reasons.append(
+                f"{_entries(count)} not counted: a log of the same rank ({kinds}) records the rank's collectives, "
+                "and these carry no time to tell which of them it holds"
+            )
+        if (count := rows.filter(timed & pl.col("_from").is_null()).height) > 0:
+            reasons.append(
+                f"{_entries(count)} not counted: a log of the same rank ({kinds}) records the rank's collectives, "
+                "and its entries carry no time to tell which of these it holds"
+            )
+        notes[str(trace_id)] = "; ".join(reasons)
+    kept = marked.filter(~(lower.fill_null(False) & ~placed_outside))
+    return kept.select(entries.columns), notes
 
 
 def _one_per_entry(entries: pl.DataFrame, order: list[str]) -> pl.DataFrame:

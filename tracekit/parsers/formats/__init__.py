@@ -59,6 +59,9 @@ class Parser:
     # A regular expression (searched in the file name) for files of the format without one of its
     # `suffixes`: the ingest looks for them too, and a binary head no sniff rule takes is this format.
     names: str | None = None
+    # Among the logs of one rank (role "log"), the one of lowest precedence stands: another log's
+    # entries recorded while it was, or of no time to place them, are its entries (tracekit.ingest.logs).
+    log_precedence: int = 0
 
     @property
     def contents(self) -> tuple[Content, ...]:
@@ -93,6 +96,13 @@ def role_of(fmt: str | None) -> Role | None:
     """The role of format `fmt`; None for no format or one no parser reads."""
     parser = parsers().get(fmt or "")
     return parser.role if parser is not None else None
+
+
+def log_precedence(fmt: str | None) -> int:
+    """Where format `fmt` stands among the logs of a rank (Parser.log_precedence); last for no format or
+    one no parser reads."""
+    parser = parsers().get(fmt or "")
+    return parser.log_precedence if parser is not None else 1 << 16
 
 
 def suffixes() -> tuple[str, ...]:

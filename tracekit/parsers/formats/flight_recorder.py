@@ -55,6 +55,7 @@ PARSER = Parser(
     sniff=sniff,
     suffixes=(".pkl", ".pickle"),
     role="log",
+    log_precedence=0,  # PyTorch's own groups and sequence ids, which the traces of the rank share
     parse=parse,
     # PyTorch names a dump `<prefix><rank>` with no extension: /tmp/nccl_trace_rank_3,
     # ~/.cache/torch/comm_lib_trace_rank_3 (DebugInfoWriter::getWriter), torchtitan's comm_traces/rank_3.

@@ -43,6 +43,7 @@ PARSER = Parser(
     sniff=sniff,
     suffixes=(".inspector.log", ".inspector.jsonl"),
     role="log",
+    log_precedence=1,  # NCCL's communicators, but times (verbose output) and every operation of 8 KiB or more
     parse=parse,
     # inspector.cc names its files `<dump_dir>/<hostname>-pid<pid>.log`.
     names=r"-pid\d{1,10}\.log\Z",

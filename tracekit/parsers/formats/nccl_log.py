@@ -63,6 +63,7 @@ PARSER = Parser(
     sniff=sniff,
     suffixes=(".nccl.log",),
     role="log",
+    log_precedence=2,  # NCCL's communicators and no times
     parse=parse,
     # Logs are named by whoever redirected stderr: any name with `nccl` or `rccl` in it ending .log, .txt or .out.
     names=r"(?i)[nr]ccl[^/]*\.(?:log|txt|out)\Z",
