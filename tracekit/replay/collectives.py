@@ -3,7 +3,8 @@
 How participants are found:
 
 * Groups: a collective's members are the global ranks of its process group
-  (`process_groups.ranks`, in group order; an empty list means the whole world). A row without a
+  (`process_groups.ranks`, in group order; an empty list means the whole world, unless the group's
+  size says it is smaller: then the group is not described). A row without a
   `pg_name` ran in the default group, the whole world (PyTorch records no name for it in some
   traces: this is a guess, counted in the notes). A `pg_name` the job's process_groups do not
   describe is given the ranks seen issuing collectives on it.
@@ -172,6 +173,12 @@ def _named_groups(
         if ranks:
             world = max(world, max(ranks) + 1)
         named[row["pg_name"]] = tuple(ranks)  # empty: the whole world, resolved below
+    # An empty list of a group smaller than the world names no members (NCCL Inspector gives a
+    # communicator's size, not its ranks): such a group is not described.
+    for row in groups.iter_rows(named=True):
+        size = row["group_size"]
+        if named.get(row["pg_name"]) == () and size is not None and 0 < size < world:
+            del named[row["pg_name"]]
     return named, world
 
 
