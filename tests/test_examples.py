@@ -49,7 +49,8 @@ SKIPPED = {
     "[--protocol auto|LL|LL128|Simple] [--gpu-arch volta|ampere|hopper|blackwell] "
     "[--nccl-log FILE] [--in-network-reduction nvls|collnet ...] "
     "[--algorithm auto|ring|tree|direct|halving-doubling|hierarchical|nvls|collnet] "
-    "[--fabric PRESET|FILE] [--htsim-binary uec|eqds|ndp] [--intra-host] [--csv] [-q]": "a synopsis",
+    "[--fabric PRESET|FILE] [--htsim-binary uec|eqds|ndp] [--intra-host] [--csv] "
+    "[--compare-observed] [-q]": "a synopsis",
     "tracekit replay DATASET --fleet -o OUT [--workers N] [--executor local|dask-local|dask://HOST:PORT] "
     "[--job J] [--label L ...] [--since DATE] [--until DATE]": "a synopsis (the Fleet replay example runs it)",
     "tracekit whatif DATASET --job J --fabric F [--fabric G ...] [--routing ecmp|pinned|spray ...] "
@@ -132,6 +133,7 @@ def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_example_runs_as_written(example: Example, readme_dataset: Path, tmp_path: Path) -> None:
     (tmp_path / "sample_traces").symlink_to(ROOT / "sample_traces")
     (tmp_path / "sample.dataset").symlink_to(readme_dataset)
+    (tmp_path / "tests").symlink_to(ROOT / "tests")  # a clone's fixtures, which some examples read
     if example.language == "python":  # run as a script, as a user saves it: no main guard
         (tmp_path / "example.py").write_text(example.text)
         done = subprocess.run(

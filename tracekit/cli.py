@@ -704,6 +704,14 @@ def replay(
     ] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Write OUT/flows.csv instead of flows.parquet.")] = False,
     max_flows: Annotated[int, typer.Option(help="Stop with an error past this many flows.")] = 50_000_000,
+    compare_observed: Annotated[
+        bool,
+        typer.Option(
+            "--compare-observed",
+            help="Print the replay's network bytes beside what NCCL observed (NCCL Inspector proxy records, "
+            "observed_transfers) per operation, rank, peer and channel (OUT/observed_vs_replay.parquet).",
+        ),
+    ] = False,
     fleet: Annotated[
         bool,
         typer.Option(
@@ -725,12 +733,14 @@ def replay(
 
     Writes OUT/flows.parquet (one row per flow: channel, QP, NICs, rails, link class, bytes, times),
     collectives.parquet, matrix_{gpu,host,rack}.parquet, indicators.parquet, burstiness.parquet,
+    observed_vs_replay.parquet (where the job has NCCL Inspector proxy records),
     replay.duckdb (queries/replay/*.sql as views) and replay.json, plus OUT/hpcc/, OUT/htsim/ or
     OUT/astra/ for each --format, each with a run.sh. OUT is replaced whole, and only when it is empty
     or holds an earlier replay. With --fleet, --job, --label, --since and --until select the jobs
     replayed (as the report's do), and only their rows of replay_jobs and replay_fabrics are replaced.
-    Exit code 0: done; 2: unknown job, bad placement, fabric or log, or a limit passed (the message says
-    which); 3: no such dataset, or OUT cannot be written; 130: interrupted (OUT unchanged).
+    Exit code 0: done; 2: unknown job, bad placement, fabric or log, a limit passed (the message says
+    which), or --compare-observed of a job with no observed transfers; 3: no such dataset, or OUT cannot
+    be written; 130: interrupted (OUT unchanged).
     """
     from rich.console import Console
 
@@ -749,6 +759,8 @@ def replay(
         network = _fabric(fabric)
         if not fleet and (label or since or until):
             raise InputError("--label, --since and --until select the jobs of --fleet; one job is named with --job")
+        if fleet and compare_observed:
+            raise InputError("--compare-observed compares one job's replay with what NCCL observed: name it with --job")
         if fleet:
             from tracekit.replay.fleet import FleetSettings, default_fabrics
 
@@ -758,6 +770,11 @@ def replay(
             return
         with _counter(console, quiet, "replay", "collectives") as advance:
             result = run_replay(dataset, job, str(algorithm), where, options, max_flows=max_flows, progress=advance)
+            if compare_observed and not result.observed.height:
+                raise InputError(
+                    f"job {result.job}: no observed transfers to compare with: NCCL Inspector files of format v4.3+ "
+                    "written with NCCL_INSPECTOR_ENABLE_PROXY=1 give them (table observed_transfers)"
+                )
             files = write_outputs(
                 result,
                 out,
@@ -771,6 +788,16 @@ def replay(
         _fail(console, exc)
     if not quiet:
         _replay_summary(console, result, files, out)
+    if compare_observed:
+        _observed_summary(console, result)
+
+
+def _observed_summary(console: Console, result: Any) -> None:
+    from tracekit.replay.observed import agreement, compare
+
+    table = compare(result)
+    for line in agreement(result, table).lines(result.job, table):
+        console.print(shown(line), highlight=False, soft_wrap=True)
 
 
 def _replay_fleet(

@@ -122,6 +122,10 @@ def test_flows_csv_and_the_duckdb_views(captured_dataset: Path, tmp_path: Path) 
     assert meta["link_speeds"]["nic_gbps"] == 400
 
 
+# Rows only where the job has NCCL Inspector's proxy records: its shell run is in tests/replay/test_observed.py.
+NEEDS_OBSERVED = {"observed_vs_replay"}
+
+
 @pytest.mark.parametrize("name", query_names("replay"))
 def test_replay_queries_have_a_header_and_run_in_the_duckdb_shell(
     captured_dataset: Path, tmp_path: Path, name: str
@@ -140,7 +144,7 @@ def test_replay_queries_have_a_header_and_run_in_the_duckdb_shell(
         timeout=60,
     )
     assert shell.returncode == 0, shell.stderr
-    assert int(shell.stdout.strip()) > 0
+    assert int(shell.stdout.strip()) > 0 or name in NEEDS_OBSERVED
 
 
 def test_the_host_matrix_query_and_the_python_matrix_agree(captured_dataset: Path, tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ def _replay(
     from tracekit.replay.collectives import load_job
     from tracekit.replay.decompose import decompose
     from tracekit.replay.indicators import class_of, iterations_of, job_label
+    from tracekit.replay.observed import load_observed
 
     job = job if job is not None else _only_job(ds)
     if placement is None:
@@ -64,6 +65,7 @@ def _replay(
     parts = decompose(matched, placement, options, algorithm, max_flows, progress)
     notes = matched.notes + parts.notes
     flows, collectives, timing, shapes = assemble(ds, matched, parts, placement, notes)
+    observed = load_observed(ds, job, matched.groups, matched.group_names, notes)
     if flows.height and not flows.filter(flows["src_host"] != flows["dst_host"]).height:
         notes.append(
             f"job {job}: its {matched.world_size} ranks share one host ({placement.gpus_per_host} GPUs per host), "
@@ -87,6 +89,7 @@ def _replay(
         notes=notes,
         topologies=parts.topologies,
         shapes=shapes,
+        observed=observed,
     )
 
 

@@ -9,8 +9,11 @@ Always written (the canonical output; every simulator file is rendered from the 
     matrix_gpu.parquet, matrix_host.parquet, matrix_rack.parquet   traffic matrices (matrices.py)
     indicators.parquet             the job's network indicators, one row (indicators.py)
     burstiness.parquet             network bytes per time bucket
-    replay.duckdb                  tables flows and collectives, and every queries/replay/*.sql as a
-                                   view over them: `duckdb OUT/replay.duckdb -c "from traffic_matrix_host"`
+    observed_vs_replay.parquet     where the job has observed transfers (NCCL Inspector proxy records):
+                                   their bytes beside the replay's per operation, rank, peer, channel
+    replay.duckdb                  tables flows, collectives and observed (the job's observed transfers,
+                                   peers global), and every queries/replay/*.sql as a view over them:
+                                   `duckdb OUT/replay.duckdb -c "from traffic_matrix_host"`
     replay.json                    job, placement, NCCL settings, fabric, algorithm, timing, link
                                    speeds and run command of each simulator, notes
 
@@ -148,6 +151,10 @@ def _write(
         "indicators": pl.DataFrame([network_indicators(result, fabric, ecmp_trials)]),
         "burstiness": burstiness(result.flows, notes=notes),
     }
+    if result.observed is not None and result.observed.height:
+        from tracekit.replay.observed import compare
+
+        tables["observed_vs_replay"] = compare(result)
     for name, frame in tables.items():
         path = out / f"{name}.parquet"
         frame.write_parquet(path)
@@ -189,8 +196,10 @@ def _write_duckdb(result: Replay, out: Path) -> Path:
         connect.attach(con, path, "r", storage_version=connect.STORAGE_VERSION)
         con.register("flows_frame", result.flows.to_arrow())
         con.register("collectives_frame", result.collectives.to_arrow())
+        con.register("observed_frame", _observed(result).to_arrow())
         con.execute("CREATE TABLE r.flows AS SELECT * FROM flows_frame")
         con.execute("CREATE TABLE r.collectives AS SELECT * FROM collectives_frame")
+        con.execute("CREATE TABLE r.observed AS SELECT * FROM observed_frame")
         con.execute("USE r")
         for name in query_names("replay"):
             con.execute(catalog_statement(name, folder="replay"))
@@ -199,6 +208,14 @@ def _write_duckdb(result: Replay, out: Path) -> Path:
     finally:
         con.close()
     return path
+
+
+def _observed(result: Replay) -> pl.DataFrame:
+    import polars as pl
+
+    from tracekit.replay.observed import observed_schema
+
+    return result.observed if result.observed is not None else pl.DataFrame(schema=observed_schema())
 
 
 def _write_metadata(

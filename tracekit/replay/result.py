@@ -32,3 +32,5 @@ class Replay:
     notes: list[str] = field(default_factory=list)
     topologies: list[Any] = field(default_factory=list)  # per group: its NCCL CommTopology
     shapes: Any = None  # tracekit.replay.shapes.JobShapes: the job's distinct collectives and their flows
+    # The job's observed transfers (NCCL Inspector proxy records), peers global: tracekit.replay.observed
+    observed: Any = None
