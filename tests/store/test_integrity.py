@@ -340,3 +340,28 @@ def test_a_file_a_later_run_removed_found_again_is_named_as_stray(
     assert f"{old}: a stray file (run " in checked.stderr and "removed it)" in checked.stderr
     assert cli("repair", dataset).returncode == 0
     assert not old.exists() and cli("verify", dataset).returncode == 0
+
+
+RING_INSPECTOR = Path(__file__).parents[1] / "replay" / "observed" / "ring_2x2"
+
+
+def _observed(dataset: Path) -> list[tuple[object, ...]]:
+    with tracekit.open(dataset) as ds:
+        return sorted(ds.sql("select * from observed_transfers").fetchall(), key=repr)
+
+
+def test_observed_transfers_are_verified_and_repaired_like_every_table(tmp_path: Path) -> None:
+    dataset = tmp_path / "ds"
+    assert ingest([RING_INSPECTOR], dataset).ok
+    before = _observed(dataset)
+    assert len(before) == 16
+    [path] = sorted((dataset / "observed_transfers").glob("*.parquet"))
+    _truncate_half(path)
+    checked = cli("verify", dataset)
+    assert checked.returncode == 3 and path.name in checked.stderr
+    assert cli("repair", dataset).returncode == 0
+    assert cli("verify", dataset).returncode == 0 and _observed(dataset) == before
+    (dataset / "tracekit.duckdb").write_bytes(b"\x5a" * 16384)  # and the DuckDB copy rebuilt from the Parquet one
+    repaired = cli("repair", dataset)
+    assert repaired.returncode == 0 and "rebuilt the DuckDB file" in repaired.stdout, repaired.stderr
+    assert _observed(dataset) == before

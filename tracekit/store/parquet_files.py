@@ -42,6 +42,9 @@ ORDER = {
     "process_groups": "job_id, pg_name",
     "runs": "committed_at",
 }
+# Every table whose rows the Parquet files hold, as the DuckDB file does: what verify compares and
+# repair rebuilds.
+PARQUET_TABLES = tuple(ORDER)
 # A run's rows of an appended table are split into files of about this size.
 FILE_BYTES = 512 << 20
 # Files below this size count as small; more than MAX_SMALL_FILES of them are merged into one.

@@ -34,7 +34,6 @@ from tracekit.store.commit import fsync, refresh_rollups, store_queries
 from tracekit.store.connect import STORAGE_VERSION, ident, sql_list, sql_path
 from tracekit.store.dataset import (
     COMMIT_MARKER,
-    CORE_TABLES,
     DB_NAME,
     REPAIR_PREFIX,
     Dataset,
@@ -42,7 +41,7 @@ from tracekit.store.dataset import (
     remove_replaced_log,
 )
 from tracekit.store.migrations import Upgrade
-from tracekit.store.parquet_files import ORDER, REWRITTEN_TABLES, Plan, apply_plan, table_files
+from tracekit.store.parquet_files import ORDER, PARQUET_TABLES, REWRITTEN_TABLES, Plan, apply_plan, table_files
 from tracekit.store.verify import Verdict, verify
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ def _rebuild_duckdb(dataset: Dataset, staging: Path, notes: list[str]) -> None:
             step.create(table)
         dataset_format.stamp(con, "d")
         held: list[Path] = []
-        for table in CORE_TABLES:
+        for table in PARQUET_TABLES:
             files = table_files(dataset.root, table)
             held += files
             if files:
@@ -165,7 +164,7 @@ def _rewrite_parquet(dataset: Dataset, staging: Path) -> None:
     con = connect.memory()
     try:
         _attach_to_record(dataset, con)
-        for table in CORE_TABLES:
+        for table in PARQUET_TABLES:
             single = table in REWRITTEN_TABLES
             target = out / (f"{table}.parquet" if single else f"{table}/part-{staging.name}.parquet")
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from tracekit.errors import DatasetError
 from tracekit.store import connect
 from tracekit.store.connect import sql_list
-from tracekit.store.dataset import CORE_TABLES, REPAIR_PREFIX, Dataset
+from tracekit.store.dataset import REPAIR_PREFIX, Dataset
 from tracekit.store.integrity import RUNS_FILE, held_runs, lost_runs_error, recorded_runs
-from tracekit.store.parquet_files import check_whole, table_files
+from tracekit.store.parquet_files import PARQUET_TABLES, check_whole, table_files
 from tracekit.store.written_files import Record, digest, latest, relative, table_of
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def verify(dataset: Dataset) -> Verdict:
         held = _compare_runs(dataset.root, con, tables["runs"], verdict) if tables else None
         records = _records(con, tables, held, verdict)
         total = 0
-        for table in CORE_TABLES:
+        for table in PARQUET_TABLES:
             files = table_files(dataset.root, table)
             total += len(files)
             whole = []
