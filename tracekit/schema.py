@@ -55,6 +55,7 @@ class CommType:
     chakra_codes: tuple[int, ...]  # Chakra CollectiveCommType numbers (schemas/et_def.proto) read as this type
     c10d: str | None  # PyTorch's c10d op as record_param_comms records it (what writers emit)
     stem: str  # the name's start once backend prefix, case, '_' and '-' are gone: "allreduce" for allreduce_
+    other_stems: tuple[str, ...] = ()  # other spellings' starts, read the same way
 
 
 # The one table of collective types: the data model's names, and every other spelling derived from it.
@@ -68,7 +69,8 @@ COMM_TYPE_TABLE = (
     CommType("GATHER", "Gather", (3,), "gather", "gather"),
     CommType("SCATTER", "Scatter", (4,), "scatter", "scatter"),
     CommType("BROADCAST", "Broadcast", (5,), "broadcast", "broadcast"),
-    CommType("ALL_TO_ALL", "AllToAll", (6,), "all_to_all", "alltoall"),
+    # NCCL's ncclFuncToString (NCCL Inspector's `coll`) spells it All2All.
+    CommType("ALL_TO_ALL", "AllToAll", (6,), "all_to_all", "alltoall", ("all2all",)),
     CommType("REDUCE_SCATTER", "ReduceScatter", (7, 8), "_reduce_scatter_base", "reducescatter"),
     CommType("BARRIER", "Barrier", (9,), "barrier", "barrier"),
     CommType("SEND", "Send", (), None, "send"),

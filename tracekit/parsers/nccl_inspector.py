@@ -92,8 +92,6 @@ _COUNTS = {"coll_perf": "coll_records", "p2p_perf": "p2p_records", "proxy_trace"
 _COUNTED_FROM = (4, 3)  # the version whose dump_stats counts give context to bare lines
 _LOSSES = ("_dropped_total", "_overwritten_total")
 _LOSS_CAP = 64  # loss counters remembered per file
-# ncclFuncToString (inspector.cc) spells all-to-all `All2All`, which the name rulebook's stems do not start.
-_SPELLINGS = {"All2All": "AllToAll"}
 OBSERVED = "observed_transfers"
 MAX_PARENTS = 1 << 18  # (communicator, kind, sn) -> operation name, remembered to name a transfer's parent
 _AMBIGUOUS = ""
@@ -500,7 +498,7 @@ def _transfer(state: _File, record: Any, context: _Context, number: int) -> None
 def _comm_type(state: _File, op: str) -> str | None:
     if op in state.comm_types:
         return state.comm_types[op]
-    comm_type = comm_type_of(_SPELLINGS.get(op, op))
+    comm_type = comm_type_of(op)
     if len(state.comm_types) < MAX_NAMES:
         state.comm_types[op] = comm_type
     return comm_type

@@ -36,6 +36,7 @@ PARSERS = Path(__file__).resolve().parents[3] / "tracekit" / "parsers"
         ("c10d::recv_any_source_", "RECV"),
         ("nccl:send 0->1", "SEND"),
         ("all_to_allv", "ALL_TO_ALL"),
+        ("All2All", "ALL_TO_ALL"),  # NCCL Inspector (ncclFuncToString)
         # Any backend's prefix (the Flight Recorder analyzer's list, torch 2.13, and nccl2 of 2026).
         ("ncclx:all_reduce", "ALL_REDUCE"),
         ("rccl:_allgather_base", "ALL_GATHER"),

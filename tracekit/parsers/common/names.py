@@ -65,7 +65,7 @@ C10D_NAMES: dict[str, str] = {c.name: c.c10d for c in COMM_TYPE_TABLE if c.c10d 
 
 # Checked in order: longer stems first, so that "reducescatter" is not taken for "reduce".
 _NAME_RULES: tuple[tuple[str, str], ...] = tuple(
-    (c.stem, c.name) for c in sorted(COMM_TYPE_TABLE, key=lambda c: -len(c.stem))
+    sorted(((stem, c.name) for c in COMM_TYPE_TABLE for stem in (c.stem, *c.other_stems)), key=lambda r: -len(r[0]))
 )
 
 _PREFIXES = (*BACKEND_PREFIXES, C10D_PREFIX)
