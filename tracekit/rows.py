@@ -157,6 +157,36 @@ ObservedTransfersRow = TypedDict(
 )
 
 
+# observed_collectives: One row per operation as a communication library measured it: an NCCL
+# Inspector `coll_perf` or `p2p_perf` record (JSON v4.0+), with the algorithm and protocol NCCL chose,
+# how it timed the operation, and the bandwidths it reports. Every record is a row, also where its
+# `collectives` row is another source's (a Flight Recorder dump of the rank: see collectives.source);
+# join them on (job_id, rank, trace_id, record_id = op_id) where it is Inspector's.
+ObservedCollectivesRow = TypedDict(
+    "ObservedCollectivesRow",
+    {
+        "job_id": str | None,
+        "rank": int | None,
+        "trace_id": str | None,
+        "record_id": int | None,
+        "pg_name": str | None,
+        "comm_type": str | None,
+        "op_name": str | None,
+        "seq": int | None,
+        "group_size": int | None,
+        "peer": int | None,
+        "msg_bytes": int | None,
+        "algorithm": str | None,
+        "protocol": str | None,
+        "timing_source": str | None,
+        "duration_us": float | None,
+        "algbw_gbs": float | None,
+        "busbw_gbs": float | None,
+    },
+    total=False,
+)
+
+
 # runs: One row per ingest run that committed.
 RunsRow = TypedDict(
     "RunsRow",

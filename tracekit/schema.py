@@ -21,6 +21,7 @@ TABLES = (
     "collectives",
     "ops",
     "observed_transfers",
+    "observed_collectives",
     "runs",
     "collective_sizes",
     "collective_ranks",

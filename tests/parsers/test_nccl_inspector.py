@@ -67,8 +67,10 @@ def _summary(path: Path) -> dict[str, Any]:
     assert fmt == "nccl_inspector"
     rows = sink.table("collectives").to_pylist()
     observed = sink.table("observed_transfers").to_pylist()
+    measured = sink.table("observed_collectives").to_pylist()
     return {
         "observed": [{k: v for k, v in row.items() if v is not None} for row in observed],
+        "measured": [{k: v for k, v in row.items() if v is not None} for row in measured],
         "rank": meta.rank,
         "world_size": meta.world_size,
         "version": meta.schema_version,
@@ -334,3 +336,46 @@ def test_observed_transfers_ingest_with_their_rank_and_job(tmp_path: Path) -> No
         assert ds.sql("select count(*) from observed_transfers").fetchall() == [(5,)]
     files = sorted(p.name for p in (tmp_path / "ds" / "observed_transfers").glob("*.parquet"))
     assert files and tracekit.verify(tmp_path / "ds").problems == []  # its Parquet files are recorded and check
+
+
+# ----------------------------------------------------------------------------- observed_collectives
+def _measured(text: str) -> tuple[TraceMeta, list[dict[str, Any]]]:
+    sink = MemorySink()
+    meta = parse(BytesSource(text.encode(), "node-a-pid4101.log", "node-a-pid4101.log"), sink)
+    return meta, sink.table("observed_collectives").to_pylist()
+
+
+def test_each_record_is_also_what_nccl_ran_and_measured() -> None:
+    _, [row] = _measured(_record(coll_algo="NVLS_TREE", coll_proto="LL128"))
+    assert {k: row[k] for k in ("record_id", "pg_name", "comm_type", "op_name", "seq", "group_size", "msg_bytes")} == {
+        "record_id": 1, "pg_name": WORLD, "comm_type": "ALL_REDUCE", "op_name": "AllReduce", "seq": 7,
+        "group_size": 4, "msg_bytes": 1048576,
+    }  # fmt: skip
+    assert (row["algorithm"], row["protocol"], row["timing_source"]) == ("NVLS_TREE", "LL128", "kernel_gpu")
+    assert (row["duration_us"], row["algbw_gbs"], row["busbw_gbs"]) == (120.0, 8.738133, 13.1072)
+    _, [v40] = _measured(_record())  # v4.0 names no algorithm or protocol
+    assert v40["algorithm"] is None and v40["protocol"] is None and v40["busbw_gbs"] == 13.1072
+
+
+def test_bad_measurements_are_null_with_a_warning_naming_the_line() -> None:
+    bad = _record(coll_algo=7, coll_proto="S" * 100_000, coll_busbw_gbs="fast", coll_algobw_gbs=[1])
+    meta, [row] = _measured(_line(x=1) + bad)
+    assert row["algorithm"] is None and row["busbw_gbs"] is None and row["algbw_gbs"] is None
+    assert len(row["protocol"]) < 100_000
+    where = {w.where for w in meta.warnings if "coll_" in w.message}
+    assert where == {"line 2"}
+
+
+def test_observed_collectives_ingest_beside_their_collectives(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(V43, job)
+    assert ingest([job], tmp_path / "ds", workers=1).ok
+    assert ingest([job], tmp_path / "ds", workers=1).ok  # the same files again add nothing
+    with tracekit.open(tmp_path / "ds") as ds:
+        joined = ds.sql(
+            "select count(*), count(c.op_id), count(m.algorithm) from observed_collectives m left join collectives c "
+            "on c.job_id = m.job_id and c.rank = m.rank and c.trace_id = m.trace_id and c.op_id = m.record_id"
+        ).fetchall()
+        collectives = ds.sql("select count(*) from collectives").fetchall()[0][0]
+    assert joined[0][0] == joined[0][1] == collectives > 0 and joined[0][2] > 0
+    assert tracekit.verify(tmp_path / "ds").problems == []

@@ -19,6 +19,7 @@ from tracekit.replay.fleet import FleetSettings, replay_fleet, store
 from tracekit.store.queries import load_query, query_call, query_header, query_names, query_param_specs, query_params
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+INSPECTOR_V43 = Path(__file__).resolve().parents[1] / "parsers" / "nccl_inspector" / "v4_3"
 PARAMS = {"start": "2024-01-01", "period_months": 3, "rank": 0, "job_id": "moe_alltoall", "ranks_per_cell": 1}
 
 
@@ -34,6 +35,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert ingest([SAMPLES / "captured" / "pipeline_p2p"], root / "ds", label="llm-3d:pipeline").ok
     # Real all-to-allv with recorded splits and profiler timing.
     assert ingest([SAMPLES / "captured" / "moe_alltoall"], root / "ds").ok
+    # NCCL Inspector v4.3 files: what NCCL ran and measured (observed_collectives, observed_transfers).
+    assert ingest([INSPECTOR_V43], root / "ds").ok
     # The fleet replay's tables (replay_jobs, replay_fabrics), which fabric_slowdown_by_class reads.
     one_gpu_per_host = FleetSettings(placement=Placement(gpus_per_host=1))  # so that every job uses the network
     store(replay_fleet(root / "ds", one_gpu_per_host, workers=1), root / "ds")

@@ -46,7 +46,9 @@ exactly one coll_perf/p2p_perf record of that kind, communicator and sequence nu
 counts, `chunk_size_bytes`, `event_trace_ts.proxy_op_start_ts` and `total_us`; the others
 (`proxy_op_start`, `proxy_op_segment`, flat `proxy_step`) are counted in a warning.
 
-Algorithm, protocol and bandwidths have no column in `collectives` and are not kept. What the
+Each coll_perf/p2p_perf record is also an `observed_collectives` row: the algorithm and protocol
+NCCL ran (`coll_algo`, `coll_proto`, v4.2+), the timing source, the execution time and the
+algorithm and bus bandwidths NCCL reports, whether or not its `collectives` row stands. What the
 file cannot hold is said in its warnings: operations below NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES
 (default 8,192 bytes) are never recorded; ring drops (`*_dropped_total`, the largest of each
 communicator's dumps, and overwritten proxy steps) lost
@@ -93,6 +95,8 @@ _COUNTED_FROM = (4, 3)  # the version whose dump_stats counts give context to ba
 _LOSSES = ("_dropped_total", "_overwritten_total")
 _LOSS_CAP = 64  # loss counters remembered per file
 OBSERVED = "observed_transfers"
+MEASURED = "observed_collectives"
+_MAX_WORD = 64  # characters of an algorithm, protocol or timing source name (NCCL's are below 16)
 MAX_PARENTS = 1 << 18  # (communicator, kind, sn) -> operation name, remembered to name a transfer's parent
 _AMBIGUOUS = ""
 _PARENT_KIND = {"coll_perf": "coll", "p2p_perf": "p2p"}
@@ -153,6 +157,7 @@ class _File:
     pxn_skipped: int = 0
     timed: bool = False  # some row has a start time
     observed: TableBuffer | None = None
+    measured: TableBuffer | None = None
     parents: dict[tuple[str, str, int], str] = field(default_factory=dict)
     transfers: int = 0
     not_final: dict[str, int] = field(default_factory=dict)  # proxy record types that are no final proxy_op
@@ -161,7 +166,11 @@ class _File:
 def parse(source: Source, sink: BatchSink) -> TraceMeta:
     """Read one Inspector file (see the module docstring): a collectives row per coll_perf or p2p_perf line."""
     meta = TraceMeta(format=FORMAT)
-    state = _File(Checker(meta), observed=TableBuffer(OBSERVED, sink, flush_rows=8192))
+    state = _File(
+        Checker(meta),
+        observed=TableBuffer(OBSERVED, sink, flush_rows=8192),
+        measured=TableBuffer(MEASURED, sink, flush_rows=8192),
+    )
     buffer = CollectiveBuffer(sink)
     number = 0
     with source.open() as stream:
@@ -171,8 +180,9 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
                 buffer.append(finished(row, state.checker, f"line {number}"))
                 state.rows += 1
     buffer.flush()
-    if state.observed is not None:
-        state.observed.flush()
+    for table in (state.observed, state.measured):
+        if table is not None:
+            table.flush()
     if state.dump is not None:
         _close(state, meta, None)
     if not state.records and not state.comms:
@@ -404,7 +414,14 @@ def _row(state: _File, kind: str, perf: Any, context: _Context, number: int) -> 
         duration_us=check.time(perf.get(f"{prefix}_exec_time_us"), f"{prefix}_exec_time_us", where),
     )
     state.timed = state.timed or row.start_us is not None
-    if comm_type in PEER_TYPES:
+    _peer(state, row, perf, nranks, where)
+    _measured(state, row, perf, prefix, size, where)
+    return row
+
+
+def _peer(state: _File, row: CollectiveRow, perf: dict[str, Any], nranks: int | None, where: str) -> None:
+    check = state.checker
+    if row.comm_type in PEER_TYPES:
         local = check.integer(perf.get("p2p_peer"), "p2p_peer", RANK, where)
         if local is not None and nranks is not None and local >= nranks:
             check.note("p2p_peer", f"is not below n_ranks {nranks}", local, where)
@@ -415,7 +432,45 @@ def _row(state: _File, kind: str, perf: Any, context: _Context, number: int) -> 
             row.peer, guessed = peer_in_group(local, None)
             if guessed:
                 row.inferred = ["peer"]
-    return row
+
+
+def _measured(
+    state: _File, row: CollectiveRow, perf: dict[str, Any], prefix: str, size: int | None, where: str
+) -> None:
+    """The record's observed_collectives row: what NCCL chose and measured for the operation."""
+    check = state.checker
+    assert state.measured is not None
+    state.measured.append(
+        {
+            "record_id": row.op_id,
+            "pg_name": row.pg_name,
+            "comm_type": row.comm_type,
+            "op_name": row.op_name,
+            "seq": row.seq,
+            "group_size": row.group_size,
+            "peer": row.peer,
+            "msg_bytes": size,
+            "algorithm": _word(check, perf.get(f"{prefix}_algo"), f"{prefix}_algo", where),
+            "protocol": _word(check, perf.get(f"{prefix}_proto"), f"{prefix}_proto", where),
+            "timing_source": _word(check, perf.get(f"{prefix}_timing_source"), f"{prefix}_timing_source", where),
+            "duration_us": row.duration_us,
+            "algbw_gbs": check.number(perf.get(f"{prefix}_algobw_gbs"), f"{prefix}_algobw_gbs", where),
+            "busbw_gbs": check.number(perf.get(f"{prefix}_busbw_gbs"), f"{prefix}_busbw_gbs", where),
+        }
+    )
+
+
+def _word(check: Checker, value: Any, field: str, where: str) -> str | None:
+    """A short name NCCL writes (RING, SIMPLE, kernel_gpu): a string of at most _MAX_WORD characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        check.note(field, "is not a string", value, where)
+        return None
+    if len(value) > _MAX_WORD:
+        check.note(field, f"is longer than {_MAX_WORD} characters", value, where, "cut")
+        return value[:_MAX_WORD]
+    return value
 
 
 def _remember_parent(state: _File, key: tuple[str, str, int], op: str) -> None:

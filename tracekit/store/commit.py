@@ -223,6 +223,7 @@ _REPLACED_ROWS = {
     "collectives": f"({_REPLACED_TRACE} OR coalesce(linked_trace_id IN (SELECT trace_id FROM replaced_traces), false))",
     "ops": _REPLACED_TRACE,
     "observed_transfers": _REPLACED_TRACE,
+    "observed_collectives": _REPLACED_TRACE,
 }
 
 

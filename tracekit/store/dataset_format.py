@@ -20,6 +20,8 @@ each from the one before):
     9  replay_jobs.switch_bytes; the number stamped in the file
     10 table written_files: each run's Parquet files, rows, bytes and SHA-256 (none for earlier runs)
     11 table observed_transfers (NCCL Inspector's proxy records; empty for earlier runs)
+    12 table observed_collectives (NCCL Inspector's per-operation algorithm, protocol and bandwidths;
+       empty for earlier runs)
 
 A file without the table was written before the number existed: `guess` reads its format from what
 it holds, once, here; from its next commit on it carries the number.
@@ -36,7 +38,7 @@ from tracekit.store.connect import VIEW, ident
 if TYPE_CHECKING:
     import duckdb
 
-FORMAT = 11
+FORMAT = 12
 TABLE = "dataset_format"
 
 

@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     import duckdb
 
 # Tables whose rows the parse workers stage, and the commit finishes and appends.
-STAGED_TABLES = ("collectives", "ops", "observed_transfers")
+STAGED_TABLES = ("collectives", "ops", "observed_transfers", "observed_collectives")
 REWRITTEN_TABLES = ("jobs", "process_groups", "runs")
 ORDER = {
     "collectives": "job_id, rank, trace_id, op_id",
     "ops": "job_id, rank, trace_id, op_id",
     "observed_transfers": "job_id, rank, trace_id, record_id",
+    "observed_collectives": "job_id, rank, trace_id, record_id",
     "traces": "job_id, rank, path",
     "jobs": "job_id",
     "process_groups": "job_id, pg_name",

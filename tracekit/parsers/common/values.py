@@ -286,6 +286,10 @@ class Checker:
 
     def time(self, value: Any, field: str, where: str | None) -> float | None:
         """A time in microseconds: a finite number, else None with a warning."""
+        return self.number(value, field, where)
+
+    def number(self, value: Any, field: str, where: str | None) -> float | None:
+        """A finite number, else None with a warning."""
         if value is None:
             return None
         if value.__class__ is float and math.isfinite(value):

@@ -26,6 +26,7 @@ from tracekit.store.migrations import (
     m009_switch_bytes,
     m010_written_files,
     m011_observed_transfers,
+    m012_observed_collectives,
 )
 from tracekit.store.migrations.context import DB, Presentation, Upgrade
 
@@ -43,6 +44,7 @@ STEPS: tuple[ModuleType, ...] = (
     m009_switch_bytes,
     m010_written_files,
     m011_observed_transfers,
+    m012_observed_collectives,
 )
 assert [s.FORMAT for s in STEPS] == list(range(2, dataset_format.FORMAT + 1)), "one step per format, in order"
 
