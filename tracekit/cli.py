@@ -433,6 +433,56 @@ def repair(dataset: Annotated[Path, typer.Argument(help="A dataset folder writte
         raise typer.Exit(3)
 
 
+@app.command("split-log")
+def split_log(
+    logs: Annotated[list[Path], typer.Argument(help="NCCL INFO logs holding the lines of several processes.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="A new (or empty) folder for one log per process.")],
+) -> None:
+    """Split NCCL INFO logs of several ranks interleaved (`mpirun ... | tee`) into one file per process.
+
+    Each line goes to the process its `host:pid:tid [dev] NCCL ...` prefix names, as
+    OUT/<host>-pid<pid>.nccl.log: the files NCCL_DEBUG_FILE=%h.%p would have written, which
+    `tracekit ingest OUT` reads as one job, every rank's collectives (an interleaved log ingested
+    whole gives its lowest rank's). Lines no NCCL process printed are counted, not written. Exit 0:
+    done; 1: a log could not be read or held no NCCL line (the others are split); 2: no log, a
+    missing log, or OUT holds files; 3: OUT cannot be written; 130: interrupted (OUT unchanged).
+
+    Example: tracekit split-log tests/parsers/nccl_log/interleaved/node-a.nccl.log -o node-a.split
+    then: tracekit ingest node-a.split --out split.dataset
+    """
+    from rich.console import Console
+
+    from tracekit.errors import TracekitError
+    from tracekit.logsplit import split_log as split
+
+    err = Console(stderr=True)
+    try:
+        done = split(logs, out)
+    except TracekitError as exc:
+        _fail(err, exc)
+    lines = sum(done.lines.values())
+    Console().print(
+        f"{done.logs:,} log{'' if done.logs == 1 else 's'}: {lines:,} lines of {len(done.lines):,} "
+        f"process{'' if len(done.lines) == 1 else 'es'} "
+        f"-> {shown(str(out))}; ingest it: tracekit ingest {shown(str(out))} --out DATASET",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if done.other_lines:
+        noun = "line" if done.other_lines == 1 else "lines"
+        err.print(f"note: {done.other_lines:,} {noun} no NCCL process printed: not written", highlight=False)
+    if done.over_lines:
+        err.print(
+            f"[yellow]warning:[/yellow] {done.over_lines:,} lines of processes beyond the first "
+            f"{len(done.lines):,}: not written",
+            highlight=False,
+        )
+    for error in done.errors:
+        err.print(f"[red]error:[/red] {shown(error)}", highlight=False, soft_wrap=True)
+    if done.errors:
+        raise typer.Exit(1)
+
+
 def _fail(console: Console, exc: TracekitError) -> NoReturn:
     from tracekit import interrupts
     from tracekit.errors import Interrupted

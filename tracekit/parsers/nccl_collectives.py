@@ -78,6 +78,7 @@ MAX_NAMES = 256  # op names remembered (their comm_type, or counted as no collec
 _CHUNK = 1 << 20
 
 _MARK = "] NCCL INFO "
+_ANY_LEVEL_MARK = "] NCCL "
 _MARKS_TRIED = 4  # marks in one line looked at, at most
 _COLL = re.compile(
     r"(?P<op>[A-Za-z][A-Za-z0-9_]{0,40}): opCount (?P<opcount>[0-9a-fA-F]{1,32}) sendbuff \S{1,40} recvbuff \S{1,40} "
@@ -215,11 +216,11 @@ class _Prefix:
     msg: str
 
 
-def _prefix(line: str) -> _Prefix | None:
+def _prefix(line: str, mark: str = _MARK) -> _Prefix | None:
     """`host:pid:tid [dev] NCCL INFO msg` read from its mark backwards: in time linear in the line,
     whatever precedes the mark (a regular expression searching for the host took time quadratic in a
     long run of host-like characters)."""
-    at = line.find(_MARK)
+    at = line.find(mark)
     for _ in range(_MARKS_TRIED):
         if at < 0:
             return None
@@ -230,9 +231,16 @@ def _prefix(line: str) -> _Prefix | None:
             if len(fields) == 3 and all(f.isascii() and f.isdigit() and len(f) <= 10 for f in fields[1:]):
                 host = fields[0][max(fields[0].rfind(c) for c in ":[]") + 1 :]
                 if host:
-                    return _Prefix(host, fields[1], int(dev), line[at + len(_MARK) :].rstrip("\n"))
-        at = line.find(_MARK, at + 1)
+                    return _Prefix(host, fields[1], int(dev), line[at + len(mark) :].rstrip("\n"))
+        at = line.find(mark, at + 1)
     return None
+
+
+def process_of(line: str) -> Process | None:
+    """The (host, pid) that printed an NCCL line of any level (`host:pid:tid [dev] NCCL INFO|WARN ...`),
+    by the rule the reader attributes lines with; None for a line NCCL did not print."""
+    found = _prefix(line, _ANY_LEVEL_MARK)
+    return (found.host, found.pid) if found is not None else None
 
 
 def _line(log: _Log, found: _Prefix, number: int) -> CollectiveRow | None:
@@ -465,7 +473,7 @@ def _finish(log: _Log, meta: TraceMeta) -> None:
         meta.warn(
             f"the lines of {len(log.others) + 1:,} ranks are interleaved: only {_describe(chosen, ranks)}'s "
             f"collectives read (one rank per file); {count:,} COLL lines of {listed}{more} not read: "
-            "split the log by host:pid"
+            "split it by process with `tracekit split-log`"
         )
     if log.not_collectives:
         names = ", ".join(f"{op} {n:,}" for op, n in sorted(log.not_collectives.items())[:8])
