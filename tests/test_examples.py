@@ -98,7 +98,7 @@ def help_examples() -> list[Example]:
         doc = inspect.getdoc(info.callback) or ""
         lines = [m.group(2) for m in re.finditer(r"^(Example|then):\s+(tracekit .*)$", doc, re.M)]
         if lines:
-            examples.append(Example(f"tracekit {info.callback.__name__} --help", "sh", "\n".join(lines)))
+            examples.append(Example(f"tracekit {info.name or info.callback.__name__} --help", "sh", "\n".join(lines)))
     return examples
 
 

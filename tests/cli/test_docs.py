@@ -71,7 +71,9 @@ def _source_help(name: str) -> list[str]:
     """The help texts of a command as cli.py writes them: its docstring and its parameters' help."""
     if not name:
         return [app.info.help or ""]
-    callback = next(c.callback for c in app.registered_commands if c.callback and c.callback.__name__ == name)
+    callback = next(
+        c.callback for c in app.registered_commands if c.callback and (c.name or c.callback.__name__) == name
+    )
     hints = typing.get_type_hints(callback, include_extras=True)
     helps = [m.help for h in hints.values() for m in getattr(h, "__metadata__", ()) if getattr(m, "help", None)]
     return [inspect.getdoc(callback) or "", *helps]
