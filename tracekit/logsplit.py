@@ -154,7 +154,7 @@ def _name(names: dict[tuple[str, str], str | None], process: tuple[str, str], sp
     """The output file of `process`; None past MAX_PROCESSES."""
     if process in names:
         return names[process]
-    name = file_name(*process)
+    name: str | None = file_name(*process)
     if name not in split.lines and len(split.lines) >= MAX_PROCESSES:
         name = None
     names[process] = name
