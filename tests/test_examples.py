@@ -48,7 +48,7 @@ SKIPPED = {
     "[--cross-nic 0|1|2] [--channels N] [--qps-per-connection N] [--pxn/--no-pxn] "
     "[--protocol auto|LL|LL128|Simple] [--gpu-arch volta|ampere|hopper|blackwell] "
     "[--nccl-log FILE] [--in-network-reduction nvls|collnet ...] "
-    "[--algorithm auto|ring|tree|direct|halving-doubling|hierarchical|nvls|collnet] "
+    "[--algorithm auto|observed|ring|tree|direct|halving-doubling|hierarchical|nvls|collnet] "
     "[--fabric PRESET|FILE] [--htsim-binary uec|eqds|ndp] [--intra-host] [--csv] "
     "[--compare-observed] [-q]": "a synopsis",
     "tracekit replay DATASET --fleet -o OUT [--workers N] [--executor local|dask-local|dask://HOST:PORT] "

@@ -603,7 +603,9 @@ if TYPE_CHECKING:
     ReplayAlgorithm = str
 else:
     ReplayFormat = _choices("ReplayFormat", ("flows", *names("tracekit.replay.emitters", "EMITTER"), "all"))
-    ReplayAlgorithm = _choices("ReplayAlgorithm", ("auto", *names("tracekit.replay.algorithms", "ALGORITHM")))
+    ReplayAlgorithm = _choices(
+        "ReplayAlgorithm", ("auto", "observed", *names("tracekit.replay.algorithms", "ALGORITHM"))
+    )
 
 
 class HtsimBinary(StrEnum):
@@ -688,7 +690,8 @@ AlgorithmOpt = Annotated[
     ReplayAlgorithm,
     typer.Option(
         "--algorithm",
-        help="Collective algorithm: auto (NCCL's cost model per size and group) or one of "
+        help="Collective algorithm: auto (NCCL's cost model per size and group), observed (the algorithm and "
+        "protocol NCCL recorded running each collective, NCCL Inspector v4.2+; auto where none was), or one of "
         f"{', '.join(names('tracekit.replay.algorithms', 'ALGORITHM'))} wherever it applies.",
     ),
 ]

@@ -158,3 +158,42 @@ def test_a_peer_named_by_its_rank_in_a_subcommunicator_is_compared_as_its_global
         (1, "send", 2), (1, "recv", 2), (2, "send", 1), (2, "recv", 1),
     }  # fmt: skip
     assert table.height == 8 and table["observed_bytes"].to_list() == table["replay_bytes"].to_list()
+
+
+def _ring_recorded_as(tmp_path: Path, algo: str, proto: str) -> Path:
+    """ring_2x2 with NCCL's recorded algorithm and protocol changed, ingested."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for path in RING.iterdir():
+        text = path.read_text().replace('"coll_algo":"RING"', f'"coll_algo":"{algo}"')
+        (folder / path.name).write_text(text.replace('"coll_proto":"SIMPLE"', f'"coll_proto":"{proto}"'))
+    assert ingest([folder], tmp_path / "ds", workers=1).ok
+    return tmp_path / "ds"
+
+
+@pytest.mark.parametrize(("algo", "proto", "expected"), [("TREE", "LL128", ("tree", "LL128")),
+                                                        ("RING", "LL", ("ring", "LL"))])  # fmt: skip
+def test_the_observed_algorithm_replays_what_nccl_recorded_running(
+    tmp_path: Path, algo: str, proto: str, expected: tuple[str, str]
+) -> None:
+    dataset = _ring_recorded_as(tmp_path, algo, proto)
+    where = Placement(gpus_per_host=2, nics_per_host=1)
+    observed = replay(dataset, placement=where, algorithm="observed")
+    assert set(zip(observed.collectives["algorithm"], observed.collectives["protocol"], strict=True)) == {expected}
+    assert observed.collectives["nccl_algorithm"].to_list() == [algo, algo]
+    assert any("2 of 2 collectives replayed with the algorithm and protocol NCCL recorded" in n for n in observed.notes)
+    model = replay(dataset, placement=where)  # NCCL's model picks its own, whatever was recorded
+    assert set(model.collectives["algorithm"]) == {"ring"}
+
+
+def test_an_algorithm_the_replay_lacks_or_none_recorded_is_the_models_choice(tmp_path: Path) -> None:
+    dataset = _ring_recorded_as(tmp_path, "PAT", "SIMPLE")
+    result = replay(dataset, placement=Placement(gpus_per_host=2, nics_per_host=1), algorithm="observed")
+    assert set(result.collectives["algorithm"]) == {"ring"}
+    assert any(
+        "0 of 2 collectives" in n and "2 ran PAT, which the replay has no algorithm for" in n for n in result.notes
+    )
+    assert ingest([INSPECTOR_V40], tmp_path / "v40", workers=1).ok  # v4.0 records no algorithm
+    v40 = replay(tmp_path / "v40", algorithm="observed")
+    assert any(n.startswith("job v4_0: 0 of ") for n in v40.notes) and v40.flows.height
+    assert tracekit("replay", tmp_path / "v40", "-o", tmp_path / "o", "--algorithm", "observed", "-q").returncode == 0

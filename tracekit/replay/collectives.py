@@ -50,6 +50,15 @@ _COLUMNS = (
     "rank, trace_id, op_id, op_name, comm_type, is_uneven, pg_name, group_size, peer, dtype, in_elems, "
     "in_bytes, in_splits, out_splits, seq, start_us, duration_us"
 )
+# With the algorithm and protocol NCCL recorded running each row (NCCL Inspector: observed_collectives),
+# for `--algorithm observed`.
+_OBSERVED = ("nccl_algorithm", "nccl_protocol")
+_JOINED = (
+    ", ".join(f"c.{name.strip()}" for name in _COLUMNS.split(","))
+    + ", m.algorithm as nccl_algorithm, m.protocol as nccl_protocol from collectives c "
+    "left join observed_collectives m on m.job_id = c.job_id and m.rank = c.rank and m.trace_id = c.trace_id "
+    "and m.record_id = c.op_id"
+)
 
 
 @dataclass
@@ -72,7 +81,7 @@ def load_job(ds: TraceDataset, job: str) -> JobCollectives:
     if not jobs:
         known = [r[0] for r in ds.sql("select job_id from jobs order by 1 limit 20").fetchall()]
         raise InputError(f"no job {job!r} in the dataset; jobs: {', '.join(known)}")
-    rows = ds.sql(f"select {_COLUMNS} from collectives where job_id = ?", [job]).pl()
+    rows = ds.sql(f"select {_JOINED} where c.job_id = ?", [job]).pl()
     groups = ds.sql("select pg_name, group_size, ranks from process_groups where job_id = ?", [job]).pl()
     return match_job(job, jobs[0][0], rows, groups)
 
@@ -82,7 +91,7 @@ def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobColle
     that cannot be matched gives its InputError instead (or, a bug, the exception it raised)."""
 
     world = dict(ds.sql("select job_id, world_size from jobs where job_id in (select unnest(?))", [jobs]).fetchall())
-    rows = ds.sql(f"select job_id, {_COLUMNS} from collectives where job_id in (select unnest(?))", [jobs]).pl()
+    rows = ds.sql(f"select c.job_id, {_JOINED} where c.job_id in (select unnest(?))", [jobs]).pl()
     groups = ds.sql(
         "select job_id, pg_name, group_size, ranks from process_groups where job_id in (select unnest(?))", [jobs]
     ).pl()
@@ -100,8 +109,11 @@ def load_jobs(ds: TraceDataset, jobs: list[str]) -> Iterator[tuple[str, JobColle
 
 def match_job(job: str, world_size: int | None, rows: pl.DataFrame, groups: pl.DataFrame) -> JobCollectives:
     """A job's collectives rows (_COLUMNS) and process groups matched into logical collectives."""
+    import polars as pl
+
     notes: list[str] = []
     recorded = rows.height
+    rows = rows.with_columns(pl.lit(None, pl.String).alias(c) for c in _OBSERVED if c not in rows.columns)
     rows = _valid_rows(job, rows, notes)
     world = _world_size(job, world_size, rows, notes)
     named, world = _named_groups(job, groups, world, notes)
@@ -303,6 +315,7 @@ def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]
         pl.col("duration_us").max().alias("duration_us"),
         pl.col("is_uneven").any().alias("is_uneven"),
         pl.col("ordinal").min().alias("order"),
+        *(pl.col(c).drop_nulls().first().alias(c) for c in _OBSERVED),
     ]
     grouped = coll.group_by("group", "key", "comm_type").agg(*agg)
     grouped = grouped.join(
@@ -314,7 +327,7 @@ def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]
     )
     pairs = pairs.with_columns(n=pl.lit(2, dtype=pl.Int32))
     columns = ["group", "key", "comm_type", "op_name", "pg_name", "n", "participants", "size", "start_us"]
-    columns += ["duration_us", "is_uneven", "src", "dst", "order"]
+    columns += ["duration_us", "is_uneven", "src", "dst", "order", *_OBSERVED]
     logical = pl.concat([grouped.select(columns), pairs.select(columns)])
     logical = logical.sort(["start_us", "order", "group", "key"], nulls_last=True).with_row_index("collective_id")
     return logical.with_columns(pl.col("collective_id").cast(pl.Int64), pl.col("size").fill_null(0))

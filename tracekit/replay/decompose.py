@@ -19,7 +19,7 @@ collectives table does not record roots).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
@@ -28,7 +28,14 @@ from tracekit.replay.algorithms import NotApplicable, Request
 from tracekit.replay.collectives import MAX_TOTAL_BYTES
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
-from tracekit.replay.nccl.tuning import NO_DATA, Choice, choose
+from tracekit.replay.nccl.tuning import (
+    NCCL_ALGORITHM_NAMES,
+    NCCL_PROTOCOL_NAMES,
+    NO_DATA,
+    OBSERVED,
+    Choice,
+    choose,
+)
 from tracekit.replay.splits import split_transfers
 from tracekit.replay.stamp import Stamped, part_bytes, stamp
 
@@ -82,8 +89,8 @@ def decompose(
 
     options = options or NcclOptions()
     known = algorithms.names()
-    if algorithm != "auto" and algorithm not in known:
-        raise InputError(f"unknown algorithm {algorithm!r}; choose auto or {', '.join(known)}")
+    if algorithm not in ("auto", OBSERVED) and algorithm not in known:
+        raise InputError(f"unknown algorithm {algorithm!r}; choose auto, {OBSERVED} or {', '.join(known)}")
     result = Decomposition()
     groups = layouts(job, placement)
     result.topologies = [communicator(layout, placement, options, result.notes) for layout in groups]
@@ -97,7 +104,10 @@ def decompose(
     skipped = colls.filter(pl.col("comm_type").is_in(NO_DATA)).height
     if skipped:
         result.notes.append(f"job {job.job}: {skipped} barrier(s) move no data: no flows")
-    chosen = _choose(regular, groups, result.topologies, placement, options, algorithm, result)
+    if algorithm == OBSERVED:
+        chosen = _choose_observed(job.job, regular, groups, result.topologies, placement, options, result)
+    else:
+        chosen = _choose(regular, groups, result.topologies, placement, options, algorithm, result)
     member_bytes = _member_bytes(job, groups)
     fallbacks = 0
     keys = ["group", "comm_type", "algorithm", "channels", "chunks"]
@@ -127,7 +137,9 @@ def decompose(
             progress(len(ids))
     if fallbacks:
         result.notes.append(
-            f"job {job.job}: {fallbacks} collective(s) kept their default algorithm: {algorithm} does not serve them"
+            f"job {job.job}: {fallbacks} collective(s) kept their default algorithm: "
+            + ("the one NCCL recorded" if algorithm == OBSERVED else algorithm)
+            + " does not serve them"
         )
     _uneven(job, colls.filter(uneven), groups, result, placement, options, max_flows)
     pairs = colls.filter(pl.col("group") < 0)
@@ -206,6 +218,58 @@ def _choose(
     out = colls.join(table, on=["group", "comm_type", "size"], how="left").filter(pl.col("algorithm") != "")
     for row in out.select("collective_id", "algorithm", "protocol", "channels", "chunks", "estimate_us").iter_rows():
         result.choice[int(row[0])] = Choice(row[1], row[2], int(row[3]), int(row[4]), float(row[5]))
+    return out
+
+
+def _choose_observed(
+    job: str,
+    colls: pl.DataFrame,
+    groups: list[GroupLayout],
+    topologies: list[CommTopology | None],
+    placement: Placement,
+    options: NcclOptions,
+    result: Decomposition,
+) -> pl.DataFrame:
+    """Each collective with the algorithm and protocol NCCL recorded running it (NCCL Inspector), and
+    NCCL's model's channels and pipeline pieces for them; NCCL's model's whole choice where none was
+    recorded or the replay has no such algorithm (a note counts both)."""
+    import polars as pl
+
+    from tracekit.replay.nccl.tuning import PROTOCOLS
+
+    keys = ["group", "comm_type", "size", "nccl_algorithm", "nccl_protocol"]
+    picked = []
+    for group, comm_type, size, nccl_algorithm, nccl_protocol in colls.select(keys).unique(maintain_order=True).rows():
+        topo = topologies[group]
+        assert topo is not None
+        forced = NCCL_ALGORITHM_NAMES.get(nccl_algorithm or "", "auto")
+        protocol = NCCL_PROTOCOL_NAMES.get(nccl_protocol or "")
+        chosen = replace(options, protocol=protocol) if protocol in PROTOCOLS else options
+        c = choose(comm_type, groups[group], topo, placement, chosen, int(size), forced)
+        picked.append((group, comm_type, size, nccl_algorithm, nccl_protocol, c.algorithm, c.protocol, c.channels,
+                       c.chunks, c.estimate_us))  # fmt: skip
+    table = pl.DataFrame(
+        picked,
+        schema={"group": pl.Int32, "comm_type": pl.String, "size": pl.Int64, "nccl_algorithm": pl.String,
+                "nccl_protocol": pl.String, "algorithm": pl.String, "protocol": pl.String, "channels": pl.Int32,
+                "chunks": pl.Int32, "estimate_us": pl.Float64},
+        orient="row",
+    )  # fmt: skip
+    out = colls.join(table, on=keys, how="left", nulls_equal=True).filter(pl.col("algorithm") != "")
+    for row in out.select("collective_id", "algorithm", "protocol", "channels", "chunks", "estimate_us").iter_rows():
+        result.choice[int(row[0])] = Choice(row[1], row[2], int(row[3]), int(row[4]), float(row[5]))
+    recorded = out.filter(pl.col("nccl_algorithm").is_not_null())
+    unknown = recorded.filter(~pl.col("nccl_algorithm").is_in(list(NCCL_ALGORITHM_NAMES)))
+    result.notes.append(
+        f"job {job}: {recorded.height - unknown.height:,} of {out.height:,} collectives replayed with the algorithm "
+        f"and protocol NCCL recorded running them (NCCL Inspector v4.2+); the others with NCCL's model's choice"
+        + (
+            f" ({unknown.height:,} ran {', '.join(sorted(set(unknown['nccl_algorithm'])))[:80]}, which the replay "
+            "has no algorithm for)"
+            if unknown.height
+            else ""
+        )  # fmt: skip
+    )
     return out
 
 

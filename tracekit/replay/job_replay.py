@@ -27,7 +27,8 @@ def replay(
     """Decompose every collective of `job` into flows (see the module docstring).
 
     `job` may be omitted when the dataset holds one job. `placement` is a Placement or a placement
-    file; `algorithm` is auto (NCCL's cost model) or one of the registry's algorithms
+    file; `algorithm` is auto (NCCL's cost model), observed (the algorithm and protocol NCCL Inspector
+    recorded running each collective, else auto) or one of the registry's algorithms
     (tracekit.replay.algorithms.names()); `options` the NCCL settings (channels, QPs, PXN, protocol,
     in-network reduction, an NCCL log); `progress` is called with the number of collectives done
     after each bucket.

@@ -68,6 +68,14 @@ P2P_CHUNK = 128 * 1024  # NCCL_P2P_NET_CHUNKSIZE across nodes
 NCCL_ALGORITHMS = {"ALL_REDUCE": ("tree", "ring"), "ALL_GATHER": ("ring",), "REDUCE_SCATTER": ("ring",),
                    "BROADCAST": ("ring",), "REDUCE": ("ring",)}  # fmt: skip
 P2P_TYPES = ("ALL_TO_ALL", "GATHER", "SCATTER")
+# `--algorithm observed`: the algorithm a collective ran as NCCL names it (ncclAlgoStr, NCCL
+# Inspector's coll_algo) onto the replay's; NVLS_TREE (NVLS inside the node, a tree between nodes)
+# is replayed as NVLS, the COLLNET variants as CollNet. PAT (NCCL 2.23+, one GPU per node) has no
+# replay algorithm: NCCL's model chooses for it.
+OBSERVED = "observed"
+NCCL_ALGORITHM_NAMES = {"RING": "ring", "TREE": "tree", "NVLS": "nvls", "NVLS_TREE": "nvls",
+                        "COLLNET_DIRECT": "collnet", "COLLNET_CHAIN": "collnet"}  # fmt: skip
+NCCL_PROTOCOL_NAMES = {"SIMPLE": "Simple", "LL": "LL", "LL128": "LL128"}  # ncclProtoStr
 
 
 @dataclass(frozen=True)
