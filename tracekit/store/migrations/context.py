@@ -54,6 +54,12 @@ class Upgrade:
         columns = ", ".join(f"{ident(n)} {t}" for n, t in duck_types(self.con, table).items() if n not in without)
         self.con.execute(f"CREATE TABLE {DB}.{table} ({columns})")
 
+    def create_missing(self, table: str) -> None:
+        """A table the format adds, empty, unless the file has it already (a step runs once per file,
+        but a file written by newer code than its stamp says may hold it)."""
+        if table not in connect.objects(self.con, DB):
+            self.create(table)
+
     def rebuild_rollups(self, *names: str) -> None:
         """Rollups whose rule or columns changed (or that are new): whatever the file holds of them
         is dropped, and the commit computes them for every job."""
@@ -99,6 +105,11 @@ class Presentation:
     def empty_tables(self, *tables: str) -> None:
         """Tables the file lacks that only other commands fill: empty."""
         self.empty += [t for t in tables if t not in self.empty]
+
+    def empty_missing(self, table: str) -> None:
+        """A table the format adds, shown empty where the file lacks it."""
+        if table not in connect.objects(self.con, self.catalog):
+            self.empty_tables(table)
 
     def add_columns(self, table: str, names: tuple[str, ...]) -> None:
         """Columns the file's table lacks: null (nothing to do where the table is shown empty already)."""

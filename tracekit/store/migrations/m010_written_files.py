@@ -3,18 +3,15 @@ the runs before it recorded no file checksums, and `tracekit verify` says so rat
 
 from __future__ import annotations
 
-from tracekit.store import connect
-from tracekit.store.migrations.context import DB, Presentation, Upgrade
+from tracekit.store.migrations.context import Presentation, Upgrade
 from tracekit.store.written_files import TABLE
 
 FORMAT = 10
 
 
 def upgrade(step: Upgrade) -> None:
-    if TABLE not in connect.objects(step.con, DB):
-        step.create(TABLE)
+    step.create_missing(TABLE)
 
 
 def present(view: Presentation) -> None:
-    if TABLE not in connect.objects(view.con, view.catalog):
-        view.empty_tables(TABLE)
+    view.empty_missing(TABLE)
