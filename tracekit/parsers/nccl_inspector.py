@@ -77,8 +77,9 @@ from tracekit.parsers.common.finish import finished
 from tracekit.parsers.common.names import comm_type_of
 from tracekit.parsers.common.peers import PEER_TYPES, peer_in_group
 from tracekit.parsers.common.rows import CollectiveBuffer, CollectiveRow
-from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Bound, Checker, excerpt
+from tracekit.parsers.common.values import COUNT, INT64, RANK, SIZE, Checker, excerpt
 from tracekit.parsers.nccl_collectives import model_sizes
+from tracekit.parsers.nccl_inspector_rows import MEASURED, OBSERVED, measured_row, transfer_row
 
 FORMAT = "nccl_inspector"
 SOURCE = "nccl_inspector"
@@ -94,14 +95,9 @@ _COUNTS = {"coll_perf": "coll_records", "p2p_perf": "p2p_records", "proxy_trace"
 _COUNTED_FROM = (4, 3)  # the version whose dump_stats counts give context to bare lines
 _LOSSES = ("_dropped_total", "_overwritten_total")
 _LOSS_CAP = 64  # loss counters remembered per file
-OBSERVED = "observed_transfers"
-MEASURED = "observed_collectives"
-_MAX_WORD = 64  # characters of an algorithm, protocol or timing source name (NCCL's are below 16)
 MAX_PARENTS = 1 << 18  # (communicator, kind, sn) -> operation name, remembered to name a transfer's parent
 _AMBIGUOUS = ""
 _PARENT_KIND = {"coll_perf": "coll", "p2p_perf": "p2p"}
-_CHANNEL_BOUND = Bound(0, 1023)  # NCCL's MAXCHANNELS is 64 (128 on newer parts): room to spare
-_STEPS_BOUND = Bound(0, (1 << 31) - 1)  # int32 columns
 
 
 @dataclass
@@ -415,7 +411,8 @@ def _row(state: _File, kind: str, perf: Any, context: _Context, number: int) -> 
     )
     state.timed = state.timed or row.start_us is not None
     _peer(state, row, perf, nranks, where)
-    _measured(state, row, perf, prefix, size, where)
+    assert state.measured is not None
+    state.measured.append(measured_row(check, row, perf, prefix, size, where))
     return row
 
 
@@ -432,45 +429,6 @@ def _peer(state: _File, row: CollectiveRow, perf: dict[str, Any], nranks: int | 
             row.peer, guessed = peer_in_group(local, None)
             if guessed:
                 row.inferred = ["peer"]
-
-
-def _measured(
-    state: _File, row: CollectiveRow, perf: dict[str, Any], prefix: str, size: int | None, where: str
-) -> None:
-    """The record's observed_collectives row: what NCCL chose and measured for the operation."""
-    check = state.checker
-    assert state.measured is not None
-    state.measured.append(
-        {
-            "record_id": row.op_id,
-            "pg_name": row.pg_name,
-            "comm_type": row.comm_type,
-            "op_name": row.op_name,
-            "seq": row.seq,
-            "group_size": row.group_size,
-            "peer": row.peer,
-            "msg_bytes": size,
-            "algorithm": _word(check, perf.get(f"{prefix}_algo"), f"{prefix}_algo", where),
-            "protocol": _word(check, perf.get(f"{prefix}_proto"), f"{prefix}_proto", where),
-            "timing_source": _word(check, perf.get(f"{prefix}_timing_source"), f"{prefix}_timing_source", where),
-            "duration_us": row.duration_us,
-            "algbw_gbs": check.number(perf.get(f"{prefix}_algobw_gbs"), f"{prefix}_algobw_gbs", where),
-            "busbw_gbs": check.number(perf.get(f"{prefix}_busbw_gbs"), f"{prefix}_busbw_gbs", where),
-        }
-    )
-
-
-def _word(check: Checker, value: Any, field: str, where: str) -> str | None:
-    """A short name NCCL writes (RING, SIMPLE, kernel_gpu): a string of at most _MAX_WORD characters."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        check.note(field, "is not a string", value, where)
-        return None
-    if len(value) > _MAX_WORD:
-        check.note(field, f"is longer than {_MAX_WORD} characters", value, where, "cut")
-        return value[:_MAX_WORD]
-    return value
 
 
 def _remember_parent(state: _File, key: tuple[str, str, int], op: str) -> None:
@@ -505,47 +463,10 @@ def _transfer(state: _File, record: Any, context: _Context, number: int) -> None
     parent_op = None
     if comm is not None and parent_type is not None and parent_seq is not None:
         parent_op = state.parents.get((comm.comm_id, parent_type, parent_seq)) or None
-    direction = record.get("direction")
-    if direction not in ("send", "recv"):
-        if direction is not None:
-            check.note("proxy_trace.direction", "is neither send nor recv", direction, where)
-        direction = None
-    channel = check.integer(record.get("channel_id"), "proxy_trace.channel_id", _CHANNEL_BOUND, where)
-    local = check.integer(record.get("peer"), "proxy_trace.peer", RANK, where)
-    if local is not None and nranks is not None and local >= nranks:
-        check.note("proxy_trace.peer", f"is not below n_ranks {nranks}", local, where)
-        local = None
-    inferred: list[str] = []
-    peer = local
-    if local is not None and (nranks is None or nranks < state.largest):
-        inferred.append("peer")
-    trace = record.get("event_trace_ts")
-    start = trace.get("proxy_op_start_ts") if isinstance(trace, dict) else None
     assert state.observed is not None
     state.observed.append(
-        {
-            "record_id": number,
-            "pg_name": comm.comm_id if comm is not None else None,
-            "parent_type": parent_type,
-            "parent_op": parent_op,
-            "parent_seq": parent_seq,
-            "proxy_op_seq": check.integer(record.get("proxy_op_sn"), "proxy_trace.proxy_op_sn", INT64, where),
-            "channel": channel,
-            "peer": peer,
-            "direction": direction,
-            "bytes": check.integer(record.get("trans_size_bytes"), "proxy_trace.trans_size_bytes", COUNT, where),
-            "steps": check.integer(record.get("n_steps"), "proxy_trace.n_steps", _STEPS_BOUND, where),
-            "steps_completed": check.integer(
-                record.get("n_steps_completed"), "proxy_trace.n_steps_completed", _STEPS_BOUND, where
-            ),
-            "steps_dropped": check.integer(
-                record.get("n_steps_dropped"), "proxy_trace.n_steps_dropped", _STEPS_BOUND, where
-            ),
-            "chunk_bytes": check.integer(record.get("chunk_size_bytes"), "proxy_trace.chunk_size_bytes", COUNT, where),
-            "start_us": check.time(start, "proxy_trace.event_trace_ts.proxy_op_start_ts", where),
-            "duration_us": check.time(record.get("total_us"), "proxy_trace.total_us", where),
-            "inferred": inferred,
-        }
+        transfer_row(check, record, comm.comm_id if comm is not None else None, nranks, state.largest, number)
+        | {"parent_type": parent_type, "parent_op": parent_op, "parent_seq": parent_seq}
     )
     state.transfers += 1
 
