@@ -104,7 +104,8 @@ def test_the_readme_synopsis_lists_every_format_and_algorithm() -> None:
     algorithms = re.search(r"--algorithm ([a-z|-]+)\]", readme)
     assert formats and algorithms
     assert set(formats.group(1).split("|")) == {"flows", *built_in_names("tracekit.replay.emitters", "EMITTER"), "all"}
-    assert set(algorithms.group(1).split("|")) == {"auto", *built_in_names("tracekit.replay.algorithms", "ALGORITHM")}
+    built_in = built_in_names("tracekit.replay.algorithms", "ALGORITHM")
+    assert set(algorithms.group(1).split("|")) == {"auto", "observed", *built_in}
     for name in built_in_names("tracekit.parsers.formats", "PARSER", dashes=False):
         assert f"`{name}`" in readme, name
 
