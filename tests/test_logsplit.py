@@ -50,6 +50,8 @@ def test_the_command_prints_what_it_wrote_and_bad_logs_are_one_line_each(tmp_pat
     missing = cli("split-log", tmp_path / "nope.log", "-o", tmp_path / "new")
     assert missing.returncode == 2 and "nope.log: no such file" in missing.stderr
     assert not (tmp_path / "new").exists()
+    folder = cli("split-log", tmp_path, "-o", tmp_path / "new")
+    assert folder.returncode == 2 and "is a folder: name its log files" in folder.stderr
     nothing = cli("split-log", tmp_path / "junk.log", "-o", tmp_path / "new")
     assert nothing.returncode == 2 and not (tmp_path / "new").exists()
     assert not [p for p in tmp_path.iterdir() if ".split-" in p.name]  # no work folder left behind

@@ -435,7 +435,9 @@ def repair(dataset: Annotated[Path, typer.Argument(help="A dataset folder writte
 
 @app.command("split-log")
 def split_log(
-    logs: Annotated[list[Path], typer.Argument(help="NCCL INFO logs holding the lines of several processes.")],
+    logs: Annotated[
+        list[Path], typer.Argument(metavar="LOG", help="NCCL INFO logs holding the lines of several processes.")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="A new (or empty) folder for one log per process.")],
 ) -> None:
     """Split NCCL INFO logs of several ranks interleaved (`mpirun ... | tee`) into one file per process.

@@ -82,6 +82,8 @@ def split_log(logs: list[Path], out: Path) -> Split:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out}: exists and is not an empty folder: name a new one")
     for log in logs:
+        if Path(log).is_dir():
+            raise InputError(f"{log}: is a folder: name its log files")
         if not Path(log).is_file():
             raise InputError(f"{log}: no such file")
     try:
