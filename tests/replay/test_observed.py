@@ -197,3 +197,13 @@ def test_an_algorithm_the_replay_lacks_or_none_recorded_is_the_models_choice(tmp
     v40 = replay(tmp_path / "v40", algorithm="observed")
     assert any(n.startswith("job v4_0: 0 of ") for n in v40.notes) and v40.flows.height
     assert tracekit("replay", tmp_path / "v40", "-o", tmp_path / "o", "--algorithm", "observed", "-q").returncode == 0
+
+
+def test_a_repeated_observed_record_doubles_no_collective(tmp_path: Path) -> None:
+    dataset = _ring_recorded_as(tmp_path, "TREE", "SIMPLE")
+    before = replay(dataset, placement=Placement(gpus_per_host=2, nics_per_host=1), algorithm="observed")
+    with duckdb.connect(str(dataset / "tracekit.duckdb")) as con:  # a damaged copy: every record twice
+        con.execute("insert into observed_collectives select * from observed_collectives")
+    after = replay(dataset, placement=Placement(gpus_per_host=2, nics_per_host=1), algorithm="observed")
+    assert after.flows["bytes"].sum() == before.flows["bytes"].sum()
+    assert after.collectives.height == before.collectives.height == 2

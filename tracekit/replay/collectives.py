@@ -55,9 +55,11 @@ _COLUMNS = (
 _OBSERVED = ("nccl_algorithm", "nccl_protocol")
 _JOINED = (
     ", ".join(f"c.{name.strip()}" for name in _COLUMNS.split(","))
-    + ", m.algorithm as nccl_algorithm, m.protocol as nccl_protocol from collectives c "
-    "left join observed_collectives m on m.job_id = c.job_id and m.rank = c.rank and m.trace_id = c.trace_id "
-    "and m.record_id = c.op_id"
+    + ", m.algorithm as nccl_algorithm, m.protocol as nccl_protocol from collectives c left join ("
+    # one row per record whatever the table holds (a damaged copy may repeat one), so no row is doubled
+    "select job_id, rank, trace_id, record_id, any_value(algorithm) as algorithm, any_value(protocol) as protocol "
+    "from observed_collectives group by job_id, rank, trace_id, record_id"
+    ") m on m.job_id = c.job_id and m.rank = c.rank and m.trace_id = c.trace_id and m.record_id = c.op_id"
 )
 
 
