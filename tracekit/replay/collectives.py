@@ -51,8 +51,8 @@ _COLUMNS = (
     "in_bytes, in_splits, out_splits, seq, start_us, duration_us"
 )
 # With the algorithm and protocol NCCL recorded running each row (NCCL Inspector: observed_collectives),
-# for `--algorithm observed`.
-_OBSERVED = ("nccl_algorithm", "nccl_protocol")
+# for `--algorithm observed`: columns of the rows and of the logical collectives.
+RECORDED = ("nccl_algorithm", "nccl_protocol")
 _JOINED = (
     ", ".join(f"c.{name.strip()}" for name in _COLUMNS.split(","))
     + ", m.algorithm as nccl_algorithm, m.protocol as nccl_protocol from collectives c left join ("
@@ -115,7 +115,7 @@ def match_job(job: str, world_size: int | None, rows: pl.DataFrame, groups: pl.D
 
     notes: list[str] = []
     recorded = rows.height
-    rows = rows.with_columns(pl.lit(None, pl.String).alias(c) for c in _OBSERVED if c not in rows.columns)
+    rows = rows.with_columns(pl.lit(None, pl.String).alias(c) for c in RECORDED if c not in rows.columns)
     rows = _valid_rows(job, rows, notes)
     world = _world_size(job, world_size, rows, notes)
     named, world = _named_groups(job, groups, world, notes)
@@ -317,7 +317,7 @@ def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]
         pl.col("duration_us").max().alias("duration_us"),
         pl.col("is_uneven").any().alias("is_uneven"),
         pl.col("ordinal").min().alias("order"),
-        *(pl.col(c).drop_nulls().first().alias(c) for c in _OBSERVED),
+        *(pl.col(c).drop_nulls().first().alias(c) for c in RECORDED),
     ]
     grouped = coll.group_by("group", "key", "comm_type").agg(*agg)
     grouped = grouped.join(
@@ -329,7 +329,7 @@ def _logical(coll: pl.DataFrame, p2p: pl.DataFrame, groups: list[tuple[int, ...]
     )
     pairs = pairs.with_columns(n=pl.lit(2, dtype=pl.Int32))
     columns = ["group", "key", "comm_type", "op_name", "pg_name", "n", "participants", "size", "start_us"]
-    columns += ["duration_us", "is_uneven", "src", "dst", "order", *_OBSERVED]
+    columns += ["duration_us", "is_uneven", "src", "dst", "order", *RECORDED]
     logical = pl.concat([grouped.select(columns), pairs.select(columns)])
     logical = logical.sort(["start_us", "order", "group", "key"], nulls_last=True).with_row_index("collective_id")
     return logical.with_columns(pl.col("collective_id").cast(pl.Int64), pl.col("size").fill_null(0))

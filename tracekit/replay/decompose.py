@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import InputError
 from tracekit.replay import algorithms
 from tracekit.replay.algorithms import NotApplicable, Request
-from tracekit.replay.collectives import MAX_TOTAL_BYTES
+from tracekit.replay.collectives import MAX_TOTAL_BYTES, RECORDED
 from tracekit.replay.layout import GroupLayout, group_layout
 from tracekit.replay.nccl.options import NcclOptions
 from tracekit.replay.nccl.tuning import (
@@ -104,10 +104,9 @@ def decompose(
     skipped = colls.filter(pl.col("comm_type").is_in(NO_DATA)).height
     if skipped:
         result.notes.append(f"job {job.job}: {skipped} barrier(s) move no data: no flows")
+    chosen = _choose(regular, groups, result.topologies, placement, options, algorithm, result)
     if algorithm == OBSERVED:
-        chosen = _choose_observed(job.job, regular, groups, result.topologies, placement, options, result)
-    else:
-        chosen = _choose(regular, groups, result.topologies, placement, options, algorithm, result)
+        result.notes.append(f"job {job.job}: {_recorded_note(chosen)}")
     member_bytes = _member_bytes(job, groups)
     fallbacks = 0
     keys = ["group", "comm_type", "algorithm", "channels", "chunks"]
@@ -199,78 +198,54 @@ def _choose(
     forced: str,
     result: Decomposition,
 ) -> pl.DataFrame:
-    """Each collective with its algorithm, protocol, channels and pipeline pieces (one choice per distinct size)."""
+    """Each collective with its algorithm, protocol, channels and pipeline pieces (one choice per distinct
+    size). With `forced` observed, per distinct size and recorded (algorithm, protocol): the ones NCCL
+    recorded running it (NCCL Inspector), with the model's channels and pieces for them; the model's
+    whole choice where none was recorded or the replay has no such algorithm."""
     import polars as pl
 
-    rows = colls.select("group", "comm_type", "size").unique(maintain_order=True)
+    observed = forced == OBSERVED
+    keys = ["group", "comm_type", "size", *(RECORDED if observed else ())]
     picked = []
-    for group, comm_type, size in rows.iter_rows():
+    for values in colls.select(keys).unique(maintain_order=True).rows():
+        group, comm_type, size = values[:3]
         topo = topologies[group]
         assert topo is not None
-        c = choose(comm_type, groups[group], topo, placement, options, int(size), forced)
-        picked.append((group, comm_type, size, c.algorithm, c.protocol, c.channels, c.chunks, c.estimate_us))
-    table = pl.DataFrame(
-        picked,
-        schema={"group": pl.Int32, "comm_type": pl.String, "size": pl.Int64, "algorithm": pl.String,
-                "protocol": pl.String, "channels": pl.Int32, "chunks": pl.Int32, "estimate_us": pl.Float64},
-        orient="row",
-    )  # fmt: skip
-    out = colls.join(table, on=["group", "comm_type", "size"], how="left").filter(pl.col("algorithm") != "")
-    for row in out.select("collective_id", "algorithm", "protocol", "channels", "chunks", "estimate_us").iter_rows():
-        result.choice[int(row[0])] = Choice(row[1], row[2], int(row[3]), int(row[4]), float(row[5]))
-    return out
-
-
-def _choose_observed(
-    job: str,
-    colls: pl.DataFrame,
-    groups: list[GroupLayout],
-    topologies: list[CommTopology | None],
-    placement: Placement,
-    options: NcclOptions,
-    result: Decomposition,
-) -> pl.DataFrame:
-    """Each collective with the algorithm and protocol NCCL recorded running it (NCCL Inspector), and
-    NCCL's model's channels and pipeline pieces for them; NCCL's model's whole choice where none was
-    recorded or the replay has no such algorithm (a note counts both)."""
-    import polars as pl
-
-    from tracekit.replay.nccl.tuning import PROTOCOLS
-
-    keys = ["group", "comm_type", "size", "nccl_algorithm", "nccl_protocol"]
-    picked = []
-    for group, comm_type, size, nccl_algorithm, nccl_protocol in colls.select(keys).unique(maintain_order=True).rows():
-        topo = topologies[group]
-        assert topo is not None
-        forced = NCCL_ALGORITHM_NAMES.get(nccl_algorithm or "", "auto")
-        protocol = NCCL_PROTOCOL_NAMES.get(nccl_protocol or "")
-        chosen = replace(options, protocol=protocol) if protocol in PROTOCOLS else options
-        c = choose(comm_type, groups[group], topo, placement, chosen, int(size), forced)
-        picked.append((group, comm_type, size, nccl_algorithm, nccl_protocol, c.algorithm, c.protocol, c.channels,
-                       c.chunks, c.estimate_us))  # fmt: skip
-    table = pl.DataFrame(
-        picked,
-        schema={"group": pl.Int32, "comm_type": pl.String, "size": pl.Int64, "nccl_algorithm": pl.String,
-                "nccl_protocol": pl.String, "algorithm": pl.String, "protocol": pl.String, "channels": pl.Int32,
-                "chunks": pl.Int32, "estimate_us": pl.Float64},
-        orient="row",
-    )  # fmt: skip
+        algorithm, chosen = _recorded(values[3], values[4], options) if observed else (forced, options)
+        c = choose(comm_type, groups[group], topo, placement, chosen, int(size), algorithm)
+        picked.append((*values, c.algorithm, c.protocol, c.channels, c.chunks, c.estimate_us))
+    schema = {"group": pl.Int32, "comm_type": pl.String, "size": pl.Int64, **{k: pl.String for k in keys[3:]},
+              "algorithm": pl.String, "protocol": pl.String, "channels": pl.Int32, "chunks": pl.Int32,
+              "estimate_us": pl.Float64}  # fmt: skip
+    table = pl.DataFrame(picked, schema=schema, orient="row")
     out = colls.join(table, on=keys, how="left", nulls_equal=True).filter(pl.col("algorithm") != "")
     for row in out.select("collective_id", "algorithm", "protocol", "channels", "chunks", "estimate_us").iter_rows():
         result.choice[int(row[0])] = Choice(row[1], row[2], int(row[3]), int(row[4]), float(row[5]))
+    return out
+
+
+def _recorded(nccl_algorithm: str | None, nccl_protocol: str | None, options: NcclOptions) -> tuple[str, NcclOptions]:
+    """The replay's algorithm and the options (protocol forced) for NCCL's recorded names; auto for none."""
+    protocol = NCCL_PROTOCOL_NAMES.get(nccl_protocol or "")
+    return (
+        NCCL_ALGORITHM_NAMES.get(nccl_algorithm or "", "auto"),
+        replace(options, protocol=protocol) if protocol is not None else options,
+    )
+
+
+def _recorded_note(out: pl.DataFrame) -> str:
+    import polars as pl
+
     recorded = out.filter(pl.col("nccl_algorithm").is_not_null())
     unknown = recorded.filter(~pl.col("nccl_algorithm").is_in(list(NCCL_ALGORITHM_NAMES)))
-    result.notes.append(
-        f"job {job}: {recorded.height - unknown.height:,} of {out.height:,} collectives replayed with the algorithm "
-        f"and protocol NCCL recorded running them (NCCL Inspector v4.2+); the others with NCCL's model's choice"
-        + (
-            f" ({unknown.height:,} ran {', '.join(sorted(set(unknown['nccl_algorithm'])))[:80]}, which the replay "
-            "has no algorithm for)"
-            if unknown.height
-            else ""
-        )  # fmt: skip
+    lacking = ""
+    if unknown.height:
+        names = ", ".join(sorted(set(unknown["nccl_algorithm"])))[:80]
+        lacking = f" ({unknown.height:,} ran {names}, which the replay has no algorithm for)"
+    return (
+        f"{recorded.height - unknown.height:,} of {out.height:,} collectives replayed with the algorithm and "
+        f"protocol NCCL recorded running them (NCCL Inspector v4.2+); the others with NCCL's model's choice{lacking}"
     )
-    return out
 
 
 def _template(name: str, req: Request, qps: int, max_flows: int, job: str, bucket: Any) -> Any:
