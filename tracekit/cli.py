@@ -479,8 +479,7 @@ def split_log(
             f"{len(done.lines):,}: not written",
             highlight=False,
         )
-    for error in done.errors:
-        err.print(f"[red]error:[/red] {shown(error)}", highlight=False, soft_wrap=True)
+    _lines(err, "[red]error:[/red]", done.errors, _ERRORS_SHOWN, " logs not split")
     if done.errors:
         raise typer.Exit(1)
 

@@ -167,7 +167,6 @@ def _publish(work: Path, out: Path) -> None:
     """The split's files into OUT: the folder renamed when OUT is new, else its files moved in."""
     if not out.exists():
         os.replace(work, out)
-        work.mkdir()  # for the caller's cleanup
         return
     for path in sorted(work.iterdir()):
         os.replace(path, out / path.name)

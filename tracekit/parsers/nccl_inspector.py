@@ -131,6 +131,8 @@ class _Dump:
 @dataclass
 class _File:
     checker: Checker
+    observed: TableBuffer  # observed_transfers rows
+    measured: TableBuffer  # observed_collectives rows
     comms: dict[str, _Comm] = field(default_factory=dict)
     dump: _Dump | None = None
     process: tuple[str | None, int | None] | None = None
@@ -152,8 +154,6 @@ class _File:
     losses: dict[tuple[str, str], int] = field(default_factory=dict)  # (comm, counter) -> largest
     pxn_skipped: int = 0
     timed: bool = False  # some row has a start time
-    observed: TableBuffer | None = None
-    measured: TableBuffer | None = None
     parents: dict[tuple[str, str, int], str] = field(default_factory=dict)
     transfers: int = 0
     not_final: dict[str, int] = field(default_factory=dict)  # proxy record types that are no final proxy_op
@@ -176,9 +176,8 @@ def parse(source: Source, sink: BatchSink) -> TraceMeta:
                 buffer.append(finished(row, state.checker, f"line {number}"))
                 state.rows += 1
     buffer.flush()
-    for table in (state.observed, state.measured):
-        if table is not None:
-            table.flush()
+    state.observed.flush()
+    state.measured.flush()
     if state.dump is not None:
         _close(state, meta, None)
     if not state.records and not state.comms:
@@ -411,7 +410,6 @@ def _row(state: _File, kind: str, perf: Any, context: _Context, number: int) -> 
     )
     state.timed = state.timed or row.start_us is not None
     _peer(state, row, perf, nranks, where)
-    assert state.measured is not None
     state.measured.append(measured_row(check, row, perf, prefix, size, where))
     return row
 
@@ -463,7 +461,6 @@ def _transfer(state: _File, record: Any, context: _Context, number: int) -> None
     parent_op = None
     if comm is not None and parent_type is not None and parent_seq is not None:
         parent_op = state.parents.get((comm.comm_id, parent_type, parent_seq)) or None
-    assert state.observed is not None
     state.observed.append(
         transfer_row(check, record, comm.comm_id if comm is not None else None, nranks, state.largest, number)
         | {"parent_type": parent_type, "parent_op": parent_op, "parent_seq": parent_seq}

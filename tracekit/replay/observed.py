@@ -27,12 +27,14 @@ OBSERVED_COLUMNS = ("rank", "pg_name", "parent_type", "parent_op", "parent_seq",
 AGREEMENT = 0.01
 
 
-def observed_schema() -> dict[str, pl.DataType]:
+def observed_schema() -> pl.Schema:
+    """The `observed` table's columns, typed as schemas/tables.toml declares observed_transfers'."""
     import polars as pl
 
-    return {"rank": pl.Int32(), "pg_name": pl.String(), "parent_type": pl.String(), "parent_op": pl.String(),
-            "parent_seq": pl.Int64(), "channel": pl.Int32(), "peer": pl.Int32(), "direction": pl.String(),
-            "bytes": pl.Int64(), "steps_dropped": pl.Int32()}  # fmt: skip
+    from tracekit.schema import arrow_schema
+
+    declared = arrow_schema("observed_transfers")
+    return pl.DataFrame(declared.empty_table().select(list(OBSERVED_COLUMNS))).schema
 
 
 def load_observed(
